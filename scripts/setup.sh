@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages leaseproof builds with. Idempotent, and fast
+# when everything is already there (one dpkg-query, no apt-get).
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build git
+  libboost1.81-dev libboost-system1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$package")
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing packages and not root; run as root or install: ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "setup: build dependencies present"
