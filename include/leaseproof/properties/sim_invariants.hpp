@@ -1,0 +1,50 @@
+#pragma once
+// Invariants every simulation must keep, whatever its models do, checked by
+// observing the trace (never the world's internals):
+//   - a node's monotonic readings never decrease;
+//   - nothing is delivered across a partition that is active at delivery;
+//   - a paused or down node does nothing (no send, delivery, timer, note...);
+//   - every delivery or drop names a message that was sent and is still in flight.
+
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <leaseproof/sim/trace.hpp>
+
+namespace leaseproof::properties {
+
+class SimInvariants {
+ public:
+  void observe(const sim::TraceEvent& event);
+  const std::vector<std::string>& violations() const { return violations_; }
+  // Counts that show the checked situations occurred (coverage).
+  uint64_t deliveries_checked() const { return deliveries_checked_; }
+  uint64_t deferred_deliveries() const { return deferred_deliveries_; }
+  uint64_t violation_count() const { return violation_count_; }
+
+  static constexpr size_t kViolationsKept = 20;
+
+ private:
+  enum class NodeState : uint8_t { unknown, running, paused, down };
+  struct NodeView {
+    NodeState state = NodeState::unknown;
+    Instant last_monotonic = Instant::zero();
+    bool seen = false;
+    std::vector<uint32_t> partitions_from;  // active partition count per sender
+  };
+  NodeView& view(NodeId node);
+  void violation(const sim::TraceEvent& event, std::string what);
+  void check_activity(const sim::TraceEvent& event, NodeView& node);
+
+  std::vector<NodeView> nodes_;
+  std::unordered_set<uint64_t> in_flight_;  // membership only
+  std::vector<std::string> violations_;
+  uint64_t index_ = 0;
+  uint64_t deliveries_checked_ = 0;
+  uint64_t deferred_deliveries_ = 0;
+  uint64_t violation_count_ = 0;
+};
+
+}  // namespace leaseproof::properties

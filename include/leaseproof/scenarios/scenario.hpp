@@ -1,0 +1,66 @@
+#pragma once
+// Scenarios: named simulations the CLI and the tests run by seed. A run's
+// whole option set is derived from its seed (swarm style) and printed with it,
+// so a seed and a scenario name reproduce a run exactly.
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <leaseproof/base/time.hpp>
+
+namespace leaseproof::sim {
+class World;
+}
+
+namespace leaseproof::scenarios {
+
+struct RunConfig {
+  uint64_t seed = 0;
+  std::optional<Duration> duration;  // the scenario's default when unset
+  std::ostream* trace_jsonl = nullptr;
+  bool keep_digests = false;  // per-event running hashes, to locate a divergence
+  bool keep_lines = false;    // every event as a JSON line, in memory
+  // Called after the world is built and before it runs; tests use it to
+  // perturb a run (for instance to prove the determinism check catches it).
+  std::function<void(sim::World&)> before_run;
+};
+
+struct RunResult {
+  std::string scenario;
+  uint64_t seed = 0;
+  Duration duration;
+  std::string options;                 // the derived option set, human readable
+  uint64_t trace_hash = 0;
+  uint64_t events = 0;                 // trace events
+  uint64_t scheduler_events = 0;       // scheduler callbacks run
+  std::vector<std::string> violations; // empty: the verdict is PASS
+  std::vector<std::pair<std::string, uint64_t>> counters;  // coverage figures
+  std::vector<uint64_t> digests;
+  std::vector<std::string> lines;
+
+  bool passed() const { return violations.empty(); }
+  uint64_t counter(std::string_view name) const;
+};
+
+struct Scenario {
+  std::string_view name;
+  std::string_view summary;
+  Duration default_duration;
+  std::function<RunResult(const RunConfig&)> run;
+};
+
+std::span<const Scenario> scenarios();
+const Scenario* find_scenario(std::string_view name);
+
+// The command that reproduces a run, e.g.
+// "leaseproof run --seed 7 --scenario kernel --duration 10m0s".
+std::string reproduce_command(const RunResult& result);
+
+}  // namespace leaseproof::scenarios

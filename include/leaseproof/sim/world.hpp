@@ -1,0 +1,196 @@
+#pragma once
+// The simulated world: nodes with their own clocks, processes that can crash,
+// pause, be told to stop, and restart; a network of directed links with
+// latency, loss, partitions and clogs; named fault sites; and the trace. One
+// seed derives everything. Models (workers, DynamoDB, hubs) are Processes that
+// see the world only through their NodeContext.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <leaseproof/base/assert.hpp>
+#include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/sim/clock.hpp>
+#include <leaseproof/sim/faults.hpp>
+#include <leaseproof/sim/prng.hpp>
+#include <leaseproof/sim/scheduler.hpp>
+#include <leaseproof/sim/trace.hpp>
+
+namespace leaseproof::sim {
+
+// A model's message body. Models derive their own payload types from it.
+struct Payload {
+  virtual ~Payload() = default;
+};
+
+struct Message {
+  std::string_view type;  // must have static storage duration (a literal)
+  uint32_t size_bytes = 0;
+  std::shared_ptr<const Payload> body;
+
+  template <typename T>
+  const T& as() const {
+    const T* typed = dynamic_cast<const T*>(body.get());
+    LP_ASSERT_MSG(typed != nullptr, "message '{}' does not carry the requested payload type", type);
+    return *typed;
+  }
+};
+
+struct Envelope {
+  uint64_t id = 0;  // unique in the run, starting at 1
+  NodeId from;
+  NodeId to;
+  Message message;
+  uint64_t reply_to = 0;  // non-zero: the reply to request `reply_to`
+  bool expects_reply = false;
+};
+
+struct LinkConfig {
+  LatencyDistribution latency;
+  Ratio loss = Ratio::zero();
+  bool fifo = false;  // never reorder on this link (a TCP stream)
+};
+
+enum class ProcessState : uint8_t { running, paused, down };
+std::string_view to_string(ProcessState state);
+
+class NodeContext;
+
+// What runs on a node. A new object is made for every (re)start: whatever it
+// holds is volatile state, gone at a crash.
+class Process {
+ public:
+  virtual ~Process() = default;
+  virtual void on_start(NodeContext& context) = 0;
+  virtual void on_message(NodeContext& context, const Envelope& envelope) = 0;
+  // Default: exit at once. A model drains here, then calls context.exit().
+  virtual void on_sigterm(NodeContext& context);
+};
+
+using ProcessFactory = std::function<std::unique_ptr<Process>()>;
+// Called with the reply, or with nullptr when the call timed out. A timeout
+// does not say whether the receiver applied the request (ambiguous outcome).
+using ReplyCallback = std::function<void(const Envelope* reply)>;
+
+class World;
+
+// A process's view of the world. Every operation is a no-op once the process
+// is down (it may still be unwinding the callback in which it exited).
+class NodeContext {
+ public:
+  NodeContext(World& world, NodeId node) : world_(&world), node_(node) {}
+
+  NodeId id() const { return node_; }
+  std::string_view name() const;
+  Incarnation incarnation() const;
+  Instant wall() const;
+  Instant monotonic() const;
+  Prng& prng();
+
+  // A timer `delay` from now on this node's monotonic clock.
+  uint64_t set_timer(Duration delay, std::string_view label, std::function<void()> callback);
+  bool cancel_timer(uint64_t timer);
+
+  uint64_t send(NodeId to, Message message);
+  uint64_t call(NodeId to, Message message, Duration timeout, ReplyCallback on_reply);
+  void reply(const Envelope& request, Message message);
+  // Graceful exit (after SIGTERM, or any time): no more code runs here.
+  void exit();
+  // Reaches a fault site; traced when it fires.
+  bool fault(FaultSiteId site);
+  // A model event in the trace.
+  void note(std::string_view label, std::string_view detail = {}, int64_t value = 0);
+
+ private:
+  World* world_;
+  NodeId node_;
+};
+
+class World {
+ public:
+  explicit World(uint64_t seed);
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  uint64_t seed() const { return seed_; }
+  Scheduler& scheduler() { return scheduler_; }
+  Instant now() const { return scheduler_.now(); }
+  Trace& trace() { return trace_; }
+  FaultSites& faults() { return faults_; }
+  // A generator for a named world component (scenario, orchestrator...).
+  Prng prng_for(std::string_view name) const { return Prng{derive_seed(seed_, name)}; }
+
+  // Adds a node; its process starts at the current time (a scheduled event).
+  NodeId add_node(std::string name, ClockModel clock, ProcessFactory factory);
+  size_t node_count() const { return nodes_.size(); }
+  std::string_view node_name(NodeId node) const;
+  const NodeClock& clock(NodeId node) const;
+  ProcessState state(NodeId node) const;
+  Incarnation incarnation(NodeId node) const;
+  // The running process object, for checks in tests; nullptr when down.
+  Process* process(NodeId node) const;
+
+  void set_default_link(LinkConfig config) { default_link_ = config; }
+  void set_link(NodeId from, NodeId to, LinkConfig config);
+  // Directed: messages from -> to sent or arriving in [start, end) are lost.
+  void partition(NodeId from, NodeId to, Instant start, Instant end);
+  // Directed: messages from -> to that would arrive in [start, end) wait until end.
+  void clog(NodeId from, NodeId to, Instant start, Instant end);
+  bool partitioned(NodeId from, NodeId to, Instant at) const;
+
+  // Lifecycle actions, applied now. Scenarios schedule them.
+  void crash(NodeId node, std::string_view reason = "crash");
+  void restart(NodeId node);
+  void pause(NodeId node, Duration length);
+  void sigterm(NodeId node, Duration stop_timeout);
+
+  // A world-level action at `when` (not a node's code: runs even if all are down).
+  void at(Instant when, std::function<void()> action);
+  void run_until(Instant deadline);
+
+ private:
+  friend class NodeContext;
+  struct PendingCall;
+  struct Deferred;
+  struct Node;
+  struct Link;
+
+  Node& get(NodeId node);
+  const Node& get(NodeId node) const;
+  const Link* find_link(NodeId from, NodeId to) const;
+  Link& link(NodeId from, NodeId to);
+  TraceEvent event(EventKind kind, NodeId node) const;
+
+  void start_process(Node& node, EventKind kind);
+  void tear_down(Node& node);
+  void run_on_node(NodeId node, Incarnation incarnation, Deferred work);
+  void resume(NodeId node, uint64_t pause_id);
+
+  uint64_t send(NodeId from, NodeId to, Message message, uint64_t reply_to, bool expects_reply);
+  void arrive(const std::shared_ptr<Envelope>& envelope);
+  void deliver(Node& node, const Envelope& envelope);
+  uint64_t set_timer(NodeId node, Duration delay, std::string_view label, std::function<void()> callback,
+                     EventKind kind);
+
+  uint64_t seed_;
+  Scheduler scheduler_;
+  Trace trace_;
+  FaultSites faults_;
+  Prng network_prng_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<Process>> graveyard_;  // exited processes, freed between events
+  LinkConfig default_link_;
+  std::map<std::pair<uint32_t, uint32_t>, Link> links_;
+  uint64_t next_message_id_ = 1;
+};
+
+}  // namespace leaseproof::sim

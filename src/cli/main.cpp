@@ -1,0 +1,267 @@
+// The `leaseproof` command. Exit status: 0 success, 1 a run failed its checks
+// (or diverged), 2 bad input (an unknown flag, a malformed value).
+
+#include <chrono>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <leaseproof/scenarios/scenario.hpp>
+#include <leaseproof/sim/trace.hpp>
+
+namespace {
+
+using leaseproof::Duration;
+namespace scenarios = leaseproof::scenarios;
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct UsageError {
+  std::string message;
+};
+
+uint64_t parse_seed(const std::string& text, std::string_view flag) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) {
+    throw UsageError{fmt::format("{}: '{}' is not a seed; expected an unsigned 64-bit integer such as 7", flag, text)};
+  }
+  return value;
+}
+
+Duration parse_positive_duration(const std::string& text, std::string_view flag) {
+  auto duration = leaseproof::parse_duration(text);
+  if (!duration) {
+    throw UsageError{fmt::format(
+        "{}: '{}' is not a duration; expected a number with a unit (ns, us, ms, s, m, h), e.g. 90s, 10m, 1h30m",
+        flag, text)};
+  }
+  if (*duration <= Duration::zero()) {
+    throw UsageError{fmt::format("{}: '{}' must be longer than zero", flag, text)};
+  }
+  if (*duration > Duration::from_h(24 * 365)) {
+    throw UsageError{fmt::format("{}: '{}' is longer than the allowed maximum of 8760h", flag, text)};
+  }
+  return *duration;
+}
+
+std::pair<uint64_t, uint64_t> parse_seed_range(const std::string& text) {
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos) {
+    throw UsageError{fmt::format("--seeds: '{}' is not a range; expected A..B with A <= B, e.g. 1..1000", text)};
+  }
+  const uint64_t first = parse_seed(text.substr(0, dots), "--seeds (start)");
+  const uint64_t last = parse_seed(text.substr(dots + 2), "--seeds (end)");
+  if (first > last) {
+    throw UsageError{fmt::format("--seeds: '{}' is empty; the start must not exceed the end", text)};
+  }
+  return {first, last};
+}
+
+const scenarios::Scenario& parse_scenario(const std::string& name) {
+  if (const scenarios::Scenario* scenario = scenarios::find_scenario(name)) return *scenario;
+  std::string known;
+  for (const auto& s : scenarios::scenarios()) known += (known.empty() ? "" : ", ") + std::string{s.name};
+  throw UsageError{fmt::format("--scenario: unknown scenario '{}'; known: {}", name, known)};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// ---- run ---------------------------------------------------------------------
+
+struct RunArgs {
+  std::string seed;
+  std::string scenario = "kernel";
+  std::string trace_path;
+  std::string duration;
+};
+
+void print_result(const scenarios::RunResult& result, double wall_seconds) {
+  fmt::print("options: {}\n", result.options);
+  std::string counters;
+  for (const auto& [name, value] : result.counters) counters += fmt::format(" {}={}", name, value);
+  fmt::print("counters:{}\n", counters);
+  const double simulated = static_cast<double>(result.duration.ns()) / 1e9;
+  fmt::print("events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   events/s: {:.0f}   speed-up: {:.0f}x\n",
+             result.events, result.scheduler_events, leaseproof::format_duration(result.duration), wall_seconds,
+             static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9),
+             simulated / std::max(wall_seconds, 1e-9));
+  for (const std::string& violation : result.violations) fmt::print("violation: {}\n", violation);
+  fmt::print("verdict: {}\n", result.passed() ? "PASS" : fmt::format("FAIL ({} violations)", result.violations.size()));
+  fmt::print("trace hash: {}\n", leaseproof::sim::format_hash(result.trace_hash));
+  fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
+}
+
+int run_command(const RunArgs& args) {
+  scenarios::RunConfig config;
+  config.seed = parse_seed(args.seed, "--seed");
+  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
+  config.duration = args.duration.empty() ? scenario.default_duration
+                                          : parse_positive_duration(args.duration, "--duration");
+  // The trace goes to a temporary file, renamed into place only when the run
+  // completed: a reader never sees half a trace under the requested name.
+  std::ofstream trace_file;
+  const std::string temporary = args.trace_path + ".tmp";
+  if (!args.trace_path.empty()) {
+    trace_file.open(temporary, std::ios::out | std::ios::trunc);
+    if (!trace_file) throw UsageError{fmt::format("--trace: cannot write '{}'", args.trace_path)};
+    config.trace_jsonl = &trace_file;
+  }
+  fmt::print("leaseproof run: scenario {}, seed {}, duration {}\n", scenario.name, config.seed,
+             leaseproof::format_duration(*config.duration));
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  scenarios::RunResult result = scenario.run(config);
+  const double wall_seconds = seconds_since(start);
+  if (!args.trace_path.empty()) {
+    trace_file.close();
+    if (!trace_file) {
+      std::filesystem::remove(temporary);
+      fmt::print(stderr, "leaseproof: error: writing the trace to '{}' failed\n", args.trace_path);
+      return kExitFailed;
+    }
+    std::filesystem::rename(temporary, args.trace_path);
+    fmt::print("trace: {} ({} events, JSON lines; format in docs/trace-format.md)\n", args.trace_path, result.events);
+  }
+  print_result(result, wall_seconds);
+  return result.passed() ? 0 : kExitFailed;
+}
+
+// ---- check-determinism -------------------------------------------------------
+
+struct DeterminismArgs {
+  std::string seeds;
+  std::string scenario = "kernel";
+  std::string duration;
+  bool print_hashes = false;
+};
+
+size_t first_divergence(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+void explain_divergence(const scenarios::Scenario& scenario, scenarios::RunConfig config,
+                        const scenarios::RunResult& first, const scenarios::RunResult& second) {
+  const size_t index = first_divergence(first.digests, second.digests);
+  fmt::print("  first divergent event: index {} (run 1 has {} events, run 2 has {})\n", index,
+             first.digests.size(), second.digests.size());
+  // Run the pair again keeping every event's text, to show the two events.
+  config.keep_lines = true;
+  const scenarios::RunResult again_first = scenario.run(config);
+  const scenarios::RunResult again_second = scenario.run(config);
+  const size_t again = first_divergence(again_first.digests, again_second.digests);
+  if (again_first.trace_hash == again_second.trace_hash) {
+    fmt::print("  the divergence did not recur when the pair was run again with event capture\n");
+    return;
+  }
+  auto line = [](const scenarios::RunResult& r, size_t i) {
+    return i < r.lines.size() ? r.lines[i] : std::string{"<no event: the run ended>"};
+  };
+  fmt::print("  run 1 event {}: {}\n  run 2 event {}: {}\n", again, line(again_first, again), again,
+             line(again_second, again));
+}
+
+int check_determinism_command(const DeterminismArgs& args) {
+  const auto [first_seed, last_seed] = parse_seed_range(args.seeds);
+  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
+  const Duration duration = args.duration.empty() ? scenario.default_duration
+                                                  : parse_positive_duration(args.duration, "--duration");
+  fmt::print("leaseproof check-determinism: scenario {}, seeds {}..{}, duration {}, each seed run twice\n",
+             scenario.name, first_seed, last_seed, leaseproof::format_duration(duration));
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t agreed = 0;
+  uint64_t diverged = 0;
+  uint64_t events = 0;
+  for (uint64_t seed = first_seed;; ++seed) {
+    scenarios::RunConfig config;
+    config.seed = seed;
+    config.duration = duration;
+    config.keep_digests = true;
+    const scenarios::RunResult first = scenario.run(config);
+    const scenarios::RunResult second = scenario.run(config);
+    events += first.events + second.events;
+    if (first.trace_hash == second.trace_hash) {
+      ++agreed;
+      if (args.print_hashes) fmt::print("seed {} hash {}\n", seed, leaseproof::sim::format_hash(first.trace_hash));
+    } else {
+      ++diverged;
+      fmt::print("seed {}: DIVERGED, hashes {} and {}\n", seed, leaseproof::sim::format_hash(first.trace_hash),
+                 leaseproof::sim::format_hash(second.trace_hash));
+      explain_divergence(scenario, config, first, second);
+      fmt::print("  reproduce: {}\n", scenarios::reproduce_command(first));
+    }
+    if (seed == last_seed) break;
+  }
+  const double wall_seconds = seconds_since(start);
+  fmt::print("determinism: {} seeds agreed, {} diverged ({} runs, {} events, {:.2f} s, {:.0f} runs/s)\n", agreed,
+             diverged, 2 * (agreed + diverged), events, wall_seconds,
+             static_cast<double>(2 * (agreed + diverged)) / std::max(wall_seconds, 1e-9));
+  return diverged == 0 ? 0 : kExitFailed;
+}
+
+int list_scenarios() {
+  for (const auto& scenario : scenarios::scenarios()) {
+    fmt::print("{:<10} default duration {:<8} {}\n", scenario.name,
+               leaseproof::format_duration(scenario.default_duration), scenario.summary);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"leaseproof: deterministic simulation and verification of DynamoDB-lease worker fleets"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "leaseproof 0.1.0");
+
+  RunArgs run_args;
+  CLI::App* run = app.add_subcommand("run", "Run one seeded simulation; print its verdict, trace hash and reproduce line");
+  run->add_option("--seed", run_args.seed, "Root seed (unsigned 64-bit integer)")->required();
+  run->add_option("--scenario", run_args.scenario, "Scenario name (see 'leaseproof scenarios')")->capture_default_str();
+  run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)");
+  run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)");
+
+  DeterminismArgs det_args;
+  CLI::App* det = app.add_subcommand("check-determinism", "Run each seed twice and compare trace hashes");
+  det->add_option("--seeds", det_args.seeds, "Seed range A..B (inclusive)")->required();
+  det->add_option("--scenario", det_args.scenario, "Scenario name")->capture_default_str();
+  det->add_option("--duration", det_args.duration, "Simulated time per run (default: the scenario's)");
+  det->add_flag("--print-hashes", det_args.print_hashes, "Print each seed's trace hash");
+
+  CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "leaseproof: error: {}\nRun 'leaseproof --help' (or 'leaseproof <command> --help') for usage.\n",
+               e.what());
+    return kExitUsage;
+  }
+  try {
+    if (run->parsed()) return run_command(run_args);
+    if (det->parsed()) return check_determinism_command(det_args);
+    if (list->parsed()) return list_scenarios();
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "leaseproof: error: {}\n", e.message);
+    return kExitUsage;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,102 @@
+#include <leaseproof/properties/sim_invariants.hpp>
+
+#include <fmt/format.h>
+
+namespace leaseproof::properties {
+
+using sim::EventKind;
+
+SimInvariants::NodeView& SimInvariants::view(NodeId node) {
+  if (nodes_.size() <= node.value) nodes_.resize(node.value + 1);
+  return nodes_[node.value];
+}
+
+void SimInvariants::violation(const sim::TraceEvent& event, std::string what) {
+  ++violation_count_;
+  if (violations_.size() < kViolationsKept) {
+    violations_.push_back(fmt::format("event {} at {} ({}, node {}): {}", index_, event.true_time,
+                                      sim::to_string(event.kind), event.node, what));
+  }
+}
+
+void SimInvariants::check_activity(const sim::TraceEvent& event, NodeView& node) {
+  switch (event.kind) {
+    case EventKind::send:
+    case EventKind::deliver:
+    case EventKind::timer:
+    case EventKind::timeout:
+    case EventKind::exit:
+    case EventKind::fault:
+    case EventKind::note:
+      if (node.state != NodeState::running) {
+        violation(event, fmt::format("node acts while {}",
+                                     node.state == NodeState::paused ? "paused" : "not running"));
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void SimInvariants::observe(const sim::TraceEvent& event) {
+  if (event.node.valid()) {
+    NodeView& node = view(event.node);
+    if (node.seen && event.monotonic < node.last_monotonic) {
+      violation(event, fmt::format("monotonic clock went back from {} to {}", node.last_monotonic,
+                                   event.monotonic));
+    }
+    node.seen = true;
+    node.last_monotonic = event.monotonic;
+    check_activity(event, node);
+    switch (event.kind) {
+      case EventKind::start:
+      case EventKind::restart:
+      case EventKind::resume: node.state = NodeState::running; break;
+      case EventKind::pause: node.state = NodeState::paused; break;
+      case EventKind::crash:
+      case EventKind::exit: node.state = NodeState::down; break;
+      default: break;
+    }
+  }
+  switch (event.kind) {
+    case EventKind::send:
+      in_flight_.insert(event.id);
+      break;
+    case EventKind::deliver: {
+      ++deliveries_checked_;
+      NodeView& receiver = view(event.node);
+      if (receiver.partitions_from.size() > event.peer.value && receiver.partitions_from[event.peer.value] > 0) {
+        violation(event, fmt::format("delivered from node {} across an active partition", event.peer));
+      }
+      [[fallthrough]];
+    }
+    case EventKind::drop:
+      if (in_flight_.erase(event.id) == 0) {
+        violation(event, fmt::format("message {} was not in flight", event.id));
+      }
+      break;
+    case EventKind::partition_start:
+    case EventKind::partition_end: {
+      // node = sender, peer = receiver; counted at the receiver.
+      NodeView& receiver = view(event.peer);
+      if (receiver.partitions_from.size() <= event.node.value) receiver.partitions_from.resize(event.node.value + 1);
+      uint32_t& active = receiver.partitions_from[event.node.value];
+      if (event.kind == EventKind::partition_start) {
+        ++active;
+      } else if (active == 0) {
+        violation(event, "partition ended that never started");
+      } else {
+        --active;
+      }
+      break;
+    }
+    case EventKind::resume:
+      if (event.value > 0) ++deferred_deliveries_;
+      break;
+    default:
+      break;
+  }
+  ++index_;
+}
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,56 @@
+#include <leaseproof/sim/clock.hpp>
+
+#include <algorithm>
+
+#include <leaseproof/base/assert.hpp>
+#include <leaseproof/base/uint128.hpp>
+
+namespace leaseproof::sim {
+namespace {
+constexpr int64_t kPpm = 1'000'000;
+
+int64_t floor_div(int128 numerator, int64_t denominator) {
+  int128 quotient = numerator / denominator;
+  if ((numerator % denominator != 0) && ((numerator < 0) != (denominator < 0))) --quotient;
+  return static_cast<int64_t>(quotient);
+}
+}  // namespace
+
+NodeClock::NodeClock(ClockModel model) : model_(std::move(model)) {
+  LP_ASSERT_LE(model_.drift_ppm, kDriftPpmMax);
+  LP_ASSERT_GE(model_.drift_ppm, -kDriftPpmMax);
+  std::stable_sort(model_.steps.begin(), model_.steps.end(),
+                   [](const ClockStep& a, const ClockStep& b) { return a.at < b.at; });
+}
+
+Duration NodeClock::drift(Instant true_now) const {
+  return Duration::from_ns(floor_div(static_cast<int128>(true_now.ns()) * model_.drift_ppm, kPpm));
+}
+
+Duration NodeClock::steps_until(Instant true_now) const {
+  Duration total = Duration::zero();
+  for (const ClockStep& step : model_.steps) {
+    if (step.at > true_now) break;
+    total += step.jump;
+  }
+  return total;
+}
+
+Instant NodeClock::wall(Instant true_now) const {
+  return kWallEpoch + true_now.since_zero() + model_.offset + drift(true_now) + steps_until(true_now);
+}
+
+Instant NodeClock::monotonic(Instant true_now) const {
+  return model_.monotonic_origin + true_now.since_zero() + drift(true_now);
+}
+
+Duration NodeClock::true_delay_for(Duration monotonic_delay) const {
+  LP_ASSERT(!monotonic_delay.is_negative());
+  if (monotonic_delay.is_zero()) return Duration::zero();
+  // ceil(d * 1e6 / (1e6 + ppm)), plus one nanosecond for the floor in drift().
+  const int64_t rate = kPpm + model_.drift_ppm;
+  const int128 scaled = static_cast<int128>(monotonic_delay.ns()) * kPpm;
+  return Duration::from_ns(static_cast<int64_t>((scaled + rate - 1) / rate) + 1);
+}
+
+}  // namespace leaseproof::sim
