@@ -145,33 +145,6 @@ struct DeterminismArgs {
   bool print_hashes = false;
 };
 
-size_t first_divergence(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  return i;
-}
-
-void explain_divergence(const scenarios::Scenario& scenario, scenarios::RunConfig config,
-                        const scenarios::RunResult& first, const scenarios::RunResult& second) {
-  const size_t index = first_divergence(first.digests, second.digests);
-  fmt::print("  first divergent event: index {} (run 1 has {} events, run 2 has {})\n", index,
-             first.digests.size(), second.digests.size());
-  // Run the pair again keeping every event's text, to show the two events.
-  config.keep_lines = true;
-  const scenarios::RunResult again_first = scenario.run(config);
-  const scenarios::RunResult again_second = scenario.run(config);
-  const size_t again = first_divergence(again_first.digests, again_second.digests);
-  if (again_first.trace_hash == again_second.trace_hash) {
-    fmt::print("  the divergence did not recur when the pair was run again with event capture\n");
-    return;
-  }
-  auto line = [](const scenarios::RunResult& r, size_t i) {
-    return i < r.lines.size() ? r.lines[i] : std::string{"<no event: the run ended>"};
-  };
-  fmt::print("  run 1 event {}: {}\n  run 2 event {}: {}\n", again, line(again_first, again), again,
-             line(again_second, again));
-}
-
 int check_determinism_command(const DeterminismArgs& args) {
   const auto [first_seed, last_seed] = parse_seed_range(args.seeds);
   const scenarios::Scenario& scenario = parse_scenario(args.scenario);
@@ -188,19 +161,23 @@ int check_determinism_command(const DeterminismArgs& args) {
     scenarios::RunConfig config;
     config.seed = seed;
     config.duration = duration;
-    config.keep_digests = true;
-    const scenarios::RunResult first = scenario.run(config);
-    const scenarios::RunResult second = scenario.run(config);
-    events += first.events + second.events;
-    if (first.trace_hash == second.trace_hash) {
+    const scenarios::DeterminismCheck check = scenarios::check_determinism(scenario, config);
+    events += check.events;
+    if (check.agreed) {
       ++agreed;
-      if (args.print_hashes) fmt::print("seed {} hash {}\n", seed, leaseproof::sim::format_hash(first.trace_hash));
+      if (args.print_hashes) fmt::print("seed {} hash {}\n", seed, leaseproof::sim::format_hash(check.first_hash));
     } else {
       ++diverged;
-      fmt::print("seed {}: DIVERGED, hashes {} and {}\n", seed, leaseproof::sim::format_hash(first.trace_hash),
-                 leaseproof::sim::format_hash(second.trace_hash));
-      explain_divergence(scenario, config, first, second);
-      fmt::print("  reproduce: {}\n", scenarios::reproduce_command(first));
+      fmt::print("seed {}: DIVERGED, hashes {} and {}\n  first divergent event: index {}\n", seed,
+                 leaseproof::sim::format_hash(check.first_hash), leaseproof::sim::format_hash(check.second_hash),
+                 check.divergent_index);
+      if (check.recurred_with_capture) {
+        fmt::print("  run 1: {}\n  run 2: {}\n", check.first_event, check.second_event);
+      } else {
+        fmt::print("  (the divergence did not recur when the pair ran again with event capture)\n");
+      }
+      fmt::print("  reproduce: leaseproof check-determinism --seeds {}..{} --scenario {} --duration {}\n", seed,
+                 seed, scenario.name, leaseproof::format_duration(duration));
     }
     if (seed == last_seed) break;
   }

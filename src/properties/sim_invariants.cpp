@@ -11,6 +11,11 @@ SimInvariants::NodeView& SimInvariants::view(NodeId node) {
   return nodes_[node.value];
 }
 
+bool SimInvariants::partitioned(NodeId from, NodeId to) {
+  const NodeView& receiver = view(to);
+  return receiver.partitions_from.size() > from.value && receiver.partitions_from[from.value] > 0;
+}
+
 void SimInvariants::violation(const sim::TraceEvent& event, std::string what) {
   ++violation_count_;
   if (violations_.size() < kViolationsKept) {
@@ -62,15 +67,20 @@ void SimInvariants::observe(const sim::TraceEvent& event) {
     case EventKind::send:
       in_flight_.insert(event.id);
       break;
-    case EventKind::deliver: {
+    case EventKind::queued:
+      if (partitioned(event.peer, event.node)) {
+        violation(event, fmt::format("arrived from node {} across an active partition", event.peer));
+      }
+      queued_.insert(event.id);
+      break;
+    case EventKind::deliver:
       ++deliveries_checked_;
-      NodeView& receiver = view(event.node);
-      if (receiver.partitions_from.size() > event.peer.value && receiver.partitions_from[event.peer.value] > 0) {
+      if (queued_.erase(event.id) == 0 && partitioned(event.peer, event.node)) {
         violation(event, fmt::format("delivered from node {} across an active partition", event.peer));
       }
       [[fallthrough]];
-    }
     case EventKind::drop:
+      if (event.kind == EventKind::drop) queued_.erase(event.id);
       if (in_flight_.erase(event.id) == 0) {
         violation(event, fmt::format("message {} was not in flight", event.id));
       }

@@ -272,6 +272,7 @@ RunResult run_kernel(const KernelOptions& options, const RunConfig& config) {
   std::map<std::string, uint64_t, std::less<>> drops;
   world.trace().add_observer([&drops](const sim::TraceEvent& e) {
     if (e.kind == sim::EventKind::drop) ++drops[std::string{e.label}];
+    if (e.kind == sim::EventKind::crash && e.label == "sigkill") ++drops["(sigkill)"];
   });
 
   Shared shared;
@@ -334,6 +335,7 @@ RunResult run_kernel(const KernelOptions& options, const RunConfig& config) {
       {"drops.receiver_down", drops["receiver_down"]},
       {"drops.late_reply", drops["late_reply"]},
       {"crashes", trace.count_of(K::crash)},
+      {"sigkills", drops["(sigkill)"]},
       {"restarts", trace.count_of(K::restart)},
       {"pauses", trace.count_of(K::pause)},
       {"resumes_with_waiting_work", invariants.deferred_deliveries()},

@@ -29,6 +29,7 @@ std::string_view to_string(EventKind kind) {
     case EventKind::clog_end: return "clog_end";
     case EventKind::note: return "note";
     case EventKind::start: return "start";
+    case EventKind::queued: return "queued";
   }
   LP_UNREACHABLE("event kind {}", static_cast<int>(kind));
 }

@@ -221,6 +221,16 @@ void World::run_on_node(NodeId id, Incarnation incarnation, Deferred work) {
     return;
   }
   if (node.state == ProcessState::paused) {
+    if (work.message_id != 0) {
+      // The message is in the node's socket buffer: the network's part is
+      // done (a later partition does not take it back); the process sees it
+      // when it resumes.
+      TraceEvent e = event(EventKind::queued, id);
+      e.peer = work.from;
+      e.id = work.message_id;
+      e.label = work.type;
+      trace_.record(e);
+    }
     node.deferred.push_back(std::move(work));
     return;
   }

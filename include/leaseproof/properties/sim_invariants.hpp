@@ -2,7 +2,9 @@
 // Invariants every simulation must keep, whatever its models do, checked by
 // observing the trace (never the world's internals):
 //   - a node's monotonic readings never decrease;
-//   - nothing is delivered across a partition that is active at delivery;
+//   - nothing crosses a partition that is active when it arrives (a message that
+//     reached a paused node before the cut is delivered at resume: the
+//     'queued' event marks its arrival);
 //   - a paused or down node does nothing (no send, delivery, timer, note...);
 //   - every delivery or drop names a message that was sent and is still in flight.
 
@@ -39,7 +41,9 @@ class SimInvariants {
   void check_activity(const sim::TraceEvent& event, NodeView& node);
 
   std::vector<NodeView> nodes_;
+  bool partitioned(NodeId from, NodeId to);
   std::unordered_set<uint64_t> in_flight_;  // membership only
+  std::unordered_set<uint64_t> queued_;     // arrived at a paused node
   std::vector<std::string> violations_;
   uint64_t index_ = 0;
   uint64_t deliveries_checked_ = 0;

@@ -59,6 +59,23 @@ struct Scenario {
 std::span<const Scenario> scenarios();
 const Scenario* find_scenario(std::string_view name);
 
+// Runs a seed twice and compares trace hashes. On a mismatch, names the first
+// divergent event and shows both events (from a second pair of runs that keep
+// every event's text). `perturb_second` is for tests: it lets one prove that a
+// divergence is caught and located.
+struct DeterminismCheck {
+  bool agreed = false;
+  uint64_t first_hash = 0;
+  uint64_t second_hash = 0;
+  uint64_t events = 0;            // in both runs together
+  size_t divergent_index = 0;     // meaningful when !agreed
+  bool recurred_with_capture = false;
+  std::string first_event;        // JSON lines, when the divergence recurred
+  std::string second_event;
+};
+DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
+                                   const std::function<void(sim::World&)>& perturb_second = {});
+
 // The command that reproduces a run, e.g.
 // "leaseproof run --seed 7 --scenario kernel --duration 10m0s".
 std::string reproduce_command(const RunResult& result);

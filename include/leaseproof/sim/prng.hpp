@@ -51,6 +51,16 @@ class Prng {
     for (uint64_t& word : s_) word = splitmix64_next(state);
   }
 
+  // A generator in an exact state (known-answer tests against the reference).
+  static Prng from_state(uint64_t s0, uint64_t s1, uint64_t s2, uint64_t s3) {
+    Prng prng{0};
+    prng.s_[0] = s0;
+    prng.s_[1] = s1;
+    prng.s_[2] = s2;
+    prng.s_[3] = s3;
+    return prng;
+  }
+
   // A child generator for a named sub-component.
   Prng fork(std::string_view name) { return Prng{derive_seed(next_u64(), name)}; }
 

@@ -37,6 +37,7 @@ enum class EventKind : uint8_t {
   clog_end = 17,
   note = 18,            // a model's own event; label = what, detail = free text
   start = 19,           // process started for the first time; id = incarnation
+  queued = 20,          // message reached a paused node; it is delivered at resume
 };
 
 std::string_view to_string(EventKind kind);
