@@ -1,7 +1,10 @@
 // The `leaseproof` command. Exit status: 0 success, 1 a run failed its checks
 // (or diverged), 2 bad input (an unknown flag, a malformed value).
 
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -143,6 +146,7 @@ struct DeterminismArgs {
   std::string scenario = "kernel";
   std::string duration;
   bool print_hashes = false;
+  unsigned jobs = 0;  // 0: one per core
 };
 
 int check_determinism_command(const DeterminismArgs& args) {
@@ -154,36 +158,50 @@ int check_determinism_command(const DeterminismArgs& args) {
              scenario.name, first_seed, last_seed, leaseproof::format_duration(duration));
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
+  // Seeds are independent worlds: run them on every core, report in seed order.
+  const uint64_t count = last_seed - first_seed + 1;
+  std::vector<scenarios::DeterminismCheck> checks(count);
+  std::atomic<uint64_t> next{0};
+  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
+  std::vector<std::thread> workers;
+  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
+    workers.emplace_back([&] {
+      for (uint64_t i = next++; i < count; i = next++) {
+        scenarios::RunConfig config;
+        config.seed = first_seed + i;
+        config.duration = duration;
+        checks[i] = scenarios::check_determinism(scenario, config);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
   uint64_t agreed = 0;
   uint64_t diverged = 0;
   uint64_t events = 0;
-  for (uint64_t seed = first_seed;; ++seed) {
-    scenarios::RunConfig config;
-    config.seed = seed;
-    config.duration = duration;
-    const scenarios::DeterminismCheck check = scenarios::check_determinism(scenario, config);
+  for (uint64_t i = 0; i < count; ++i) {
+    const scenarios::DeterminismCheck& check = checks[i];
+    const uint64_t seed = first_seed + i;
     events += check.events;
     if (check.agreed) {
       ++agreed;
       if (args.print_hashes) fmt::print("seed {} hash {}\n", seed, leaseproof::sim::format_hash(check.first_hash));
-    } else {
-      ++diverged;
-      fmt::print("seed {}: DIVERGED, hashes {} and {}\n  first divergent event: index {}\n", seed,
-                 leaseproof::sim::format_hash(check.first_hash), leaseproof::sim::format_hash(check.second_hash),
-                 check.divergent_index);
-      if (check.recurred_with_capture) {
-        fmt::print("  run 1: {}\n  run 2: {}\n", check.first_event, check.second_event);
-      } else {
-        fmt::print("  (the divergence did not recur when the pair ran again with event capture)\n");
-      }
-      fmt::print("  reproduce: leaseproof check-determinism --seeds {}..{} --scenario {} --duration {}\n", seed,
-                 seed, scenario.name, leaseproof::format_duration(duration));
+      continue;
     }
-    if (seed == last_seed) break;
+    ++diverged;
+    fmt::print("seed {}: DIVERGED, hashes {} and {}\n  first divergent event: index {}\n", seed,
+               leaseproof::sim::format_hash(check.first_hash), leaseproof::sim::format_hash(check.second_hash),
+               check.divergent_index);
+    if (check.recurred_with_capture) {
+      fmt::print("  run 1: {}\n  run 2: {}\n", check.first_event, check.second_event);
+    } else {
+      fmt::print("  (the divergence did not recur when the pair ran again with event capture)\n");
+    }
+    fmt::print("  reproduce: leaseproof check-determinism --seeds {}..{} --scenario {} --duration {}\n", seed, seed,
+               scenario.name, leaseproof::format_duration(duration));
   }
   const double wall_seconds = seconds_since(start);
-  fmt::print("determinism: {} seeds agreed, {} diverged ({} runs, {} events, {:.2f} s, {:.0f} runs/s)\n", agreed,
-             diverged, 2 * (agreed + diverged), events, wall_seconds,
+  fmt::print("determinism: {} seeds agreed, {} diverged ({} runs on {} threads, {} events, {:.2f} s, {:.0f} runs/s)\n",
+             agreed, diverged, 2 * (agreed + diverged), std::min<uint64_t>(jobs, count), events, wall_seconds,
              static_cast<double>(2 * (agreed + diverged)) / std::max(wall_seconds, 1e-9));
   return diverged == 0 ? 0 : kExitFailed;
 }
@@ -205,17 +223,25 @@ int main(int argc, char** argv) {
 
   RunArgs run_args;
   CLI::App* run = app.add_subcommand("run", "Run one seeded simulation; print its verdict, trace hash and reproduce line");
-  run->add_option("--seed", run_args.seed, "Root seed (unsigned 64-bit integer)")->required();
-  run->add_option("--scenario", run_args.scenario, "Scenario name (see 'leaseproof scenarios')")->capture_default_str();
-  run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)");
-  run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)");
+  run->add_option("--seed", run_args.seed, "Root seed (unsigned 64-bit integer)")->required()->type_name("N");
+  run->add_option("--scenario", run_args.scenario, "Scenario name (see 'leaseproof scenarios')")
+      ->capture_default_str()
+      ->type_name("NAME");
+  run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)")
+      ->type_name("FILE");
+  run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)")
+      ->type_name("DURATION");
 
   DeterminismArgs det_args;
   CLI::App* det = app.add_subcommand("check-determinism", "Run each seed twice and compare trace hashes");
-  det->add_option("--seeds", det_args.seeds, "Seed range A..B (inclusive)")->required();
-  det->add_option("--scenario", det_args.scenario, "Scenario name")->capture_default_str();
-  det->add_option("--duration", det_args.duration, "Simulated time per run (default: the scenario's)");
+  det->add_option("--seeds", det_args.seeds, "Seed range A..B (inclusive)")->required()->type_name("A..B");
+  det->add_option("--scenario", det_args.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
+  det->add_option("--duration", det_args.duration, "Simulated time per run (default: the scenario's)")
+      ->type_name("DURATION");
   det->add_flag("--print-hashes", det_args.print_hashes, "Print each seed's trace hash");
+  det->add_option("--jobs", det_args.jobs, "Threads (default: one per core)")
+      ->check(CLI::Range(1u, 256u))
+      ->type_name("N");
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 

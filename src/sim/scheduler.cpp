@@ -15,16 +15,17 @@ TimerId Scheduler::at(Instant when, Callback callback) {
     free_slots_.pop_back();
   } else {
     slot_index = static_cast<uint32_t>(slots_.size());
+    LP_ASSERT_LE(slot_index, kSlotMask);
     slots_.emplace_back();
   }
   const uint64_t sequence = next_sequence_++;
+  LP_ASSERT_LE(sequence, kSequenceMax);
   Slot& slot = slots_[slot_index];
   LP_ASSERT(!slot.armed);
   slot.callback = std::move(callback);
   slot.sequence = sequence;
   slot.armed = true;
-  heap_.push_back(HeapEntry{when.ns(), sequence, slot_index});
-  std::push_heap(heap_.begin(), heap_.end(), later);
+  push(HeapEntry{when.ns(), (sequence << kSlotBits) | slot_index});
   ++pending_;
   ++counters_.scheduled;
   return TimerId{slot_index, sequence};
@@ -43,19 +44,48 @@ bool Scheduler::cancel(TimerId id) {
   return true;
 }
 
+void Scheduler::push(HeapEntry entry) {
+  size_t hole = heap_.size();
+  heap_.push_back(entry);
+  while (hole > 0) {
+    const size_t parent = (hole - 1) / kArity;
+    if (!earlier(entry, heap_[parent])) break;
+    heap_[hole] = heap_[parent];
+    hole = parent;
+  }
+  heap_[hole] = entry;
+}
+
 Scheduler::HeapEntry Scheduler::pop() {
-  std::pop_heap(heap_.begin(), heap_.end(), later);
-  HeapEntry entry = heap_.back();
+  LP_ASSERT(!heap_.empty());
+  const HeapEntry top = heap_.front();
+  const HeapEntry last = heap_.back();
   heap_.pop_back();
-  return entry;
+  const size_t size = heap_.size();
+  if (size == 0) return top;
+  size_t hole = 0;
+  for (;;) {
+    const size_t first_child = hole * kArity + 1;
+    if (first_child >= size) break;
+    const size_t end = std::min(first_child + kArity, size);
+    size_t best = first_child;
+    for (size_t child = first_child + 1; child < end; ++child) {
+      if (earlier(heap_[child], heap_[best])) best = child;
+    }
+    if (!earlier(heap_[best], last)) break;
+    heap_[hole] = heap_[best];
+    hole = best;
+  }
+  heap_[hole] = last;
+  return top;
 }
 
 void Scheduler::discard_cancelled_top() {
   while (!heap_.empty()) {
     const HeapEntry& top = heap_.front();
-    const Slot& slot = slots_[top.slot];
-    if (slot.armed && slot.sequence == top.sequence) return;
-    free_slots_.push_back(pop().slot);
+    const Slot& slot = slots_[top.slot()];
+    if (slot.armed && slot.sequence == top.order >> kSlotBits) return;
+    free_slots_.push_back(pop().slot());
   }
 }
 
@@ -68,13 +98,13 @@ bool Scheduler::step() {
   discard_cancelled_top();
   if (heap_.empty()) return false;
   const HeapEntry entry = pop();
-  Slot& slot = slots_[entry.slot];
+  Slot& slot = slots_[entry.slot()];
   LP_ASSERT_GE(entry.time_ns, now_.ns());
   now_ = Instant::from_ns(entry.time_ns);
   Callback callback = std::move(slot.callback);
   slot.callback = nullptr;
   slot.armed = false;
-  free_slots_.push_back(entry.slot);
+  free_slots_.push_back(entry.slot());
   --pending_;
   ++counters_.executed;
   callback();

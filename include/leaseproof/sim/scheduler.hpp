@@ -54,21 +54,31 @@ class Scheduler {
   const Counters& counters() const { return counters_; }
 
  private:
+  // 16 bytes, so a node's four children fill one 64-byte cache line. The
+  // sequence sits above the slot in `order`, so comparing `order` compares
+  // sequences (they are unique); the slot never decides.
   struct HeapEntry {
     int64_t time_ns;
-    uint64_t sequence;
-    uint32_t slot;
+    uint64_t order;  // sequence << kSlotBits | slot
+    uint32_t slot() const { return static_cast<uint32_t>(order & kSlotMask); }
   };
+  static constexpr int kSlotBits = 24;  // up to 16.7 million pending events
+  static constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+  static constexpr uint64_t kSequenceMax = (uint64_t{1} << (64 - kSlotBits)) - 1;  // 1.1e12 events a run
   struct Slot {
     Callback callback;
     uint64_t sequence = 0;
     bool armed = false;
   };
-  static bool later(const HeapEntry& a, const HeapEntry& b) {
-    return a.time_ns != b.time_ns ? a.time_ns > b.time_ns : a.sequence > b.sequence;
+  static bool earlier(const HeapEntry& a, const HeapEntry& b) {
+    return a.time_ns != b.time_ns ? a.time_ns < b.time_ns : a.order < b.order;
   }
-  void discard_cancelled_top();
+  // A 4-ary min-heap on (time, sequence): half the depth of a binary heap, and
+  // a node's four children share a cache line or two.
+  static constexpr size_t kArity = 4;
+  void push(HeapEntry entry);
   HeapEntry pop();
+  void discard_cancelled_top();
 
   Instant now_ = Instant::zero();
   uint64_t next_sequence_ = 1;

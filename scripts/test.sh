@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds Debug and Release, and runs every test in
+# both: unit, property and sim tiers, the Debug-vs-Release trace-hash
+# comparison, and the tests against a real dynalite server (label 'real').
+# Ends with one line "N passed, N failed".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+[[ -x scripts/dynalite.sh ]] && scripts/dynalite.sh install
+
+log=$(mktemp)
+trap 'rm -f "$log"; [[ -x scripts/dynalite.sh ]] && scripts/dynalite.sh stop >/dev/null 2>&1 || true' EXIT
+
+passed=0
+failed=0
+# ctest_tier PRESET LABEL_REGEX: runs one tier, adds its counts to the totals.
+ctest_tier() {
+  local preset=$1 labels=$2 status=0
+  echo "== ctest --preset $preset -L '$labels'"
+  ctest --preset "$preset" -L "$labels" -j "$(nproc)" 2>&1 | tee "$log" || status=$?
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [[ -z "$line" ]]; then
+    echo "test.sh: ctest for $preset/$labels printed no summary (exit $status)" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  local total bad
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  bad=$(sed -E 's/.*tests passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + total - bad))
+  failed=$((failed + bad))
+}
+
+for preset in debug release; do
+  echo "== build $preset"
+  scripts/build.sh "$preset"
+  ctest_tier "$preset" 'unit|property|sim'
+done
+
+# Same seed, same build => same hash is tested inside each build; here the two
+# builds must also agree with each other.
+echo "== Debug and Release trace hashes"
+for seed in 7 8 123456789; do
+  debug=$(build/debug/src/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
+  release=$(build/release/src/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
+  if [[ -n "$debug" && "$debug" == "$release" ]]; then
+    echo "seed $seed: $debug in both"
+    passed=$((passed + 1))
+  else
+    echo "seed $seed: Debug '$debug' != Release '$release'" >&2
+    failed=$((failed + 1))
+  fi
+done
+
+if [[ -x scripts/dynalite.sh ]]; then
+  echo "== tests against a real dynalite server"
+  LEASEPROOF_DYNALITE_ENDPOINT=$(scripts/dynalite.sh start)
+  export LEASEPROOF_DYNALITE_ENDPOINT
+  ctest_tier release 'real'
+  scripts/dynalite.sh stop >/dev/null
+fi
+
+echo
+echo "$passed passed, $failed failed"
+((failed == 0))
