@@ -1,0 +1,254 @@
+#include <leaseproof/core/dynamo/attribute_value.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <leaseproof/base/assert.hpp>
+#include "base64.hpp"
+
+namespace leaseproof::dynamo {
+
+std::string_view type_descriptor(AttributeType type) {
+  switch (type) {
+    case AttributeType::s: return "S";
+    case AttributeType::n: return "N";
+    case AttributeType::b: return "B";
+    case AttributeType::boolean: return "BOOL";
+    case AttributeType::null: return "NULL";
+    case AttributeType::m: return "M";
+    case AttributeType::l: return "L";
+    case AttributeType::ss: return "SS";
+    case AttributeType::ns: return "NS";
+    case AttributeType::bs: return "BS";
+  }
+  LP_UNREACHABLE("attribute type {}", static_cast<int>(type));
+}
+
+AttributeValue AttributeValue::string(std::string text) {
+  AttributeValue value;
+  value.type_ = AttributeType::s;
+  value.text_ = std::move(text);
+  return value;
+}
+
+AttributeValue AttributeValue::number(std::string decimal_text) {
+  AttributeValue value;
+  value.type_ = AttributeType::n;
+  value.text_ = std::move(decimal_text);
+  return value;
+}
+
+AttributeValue AttributeValue::number(int64_t integer) { return number(std::to_string(integer)); }
+
+AttributeValue AttributeValue::binary(std::string base64_text) {
+  AttributeValue value;
+  value.type_ = AttributeType::b;
+  value.text_ = std::move(base64_text);
+  return value;
+}
+
+AttributeValue AttributeValue::boolean(bool flag) {
+  AttributeValue value;
+  value.type_ = AttributeType::boolean;
+  value.bool_ = flag;
+  return value;
+}
+
+AttributeValue AttributeValue::null() { return AttributeValue{}; }
+
+AttributeValue AttributeValue::map(Item members) {
+  AttributeValue value;
+  value.type_ = AttributeType::m;
+  value.map_ = std::move(members);
+  return value;
+}
+
+AttributeValue AttributeValue::list(AttributeList elements) {
+  AttributeValue value;
+  value.type_ = AttributeType::l;
+  value.list_ = std::move(elements);
+  return value;
+}
+
+AttributeValue AttributeValue::string_set(std::vector<std::string> members) {
+  AttributeValue value;
+  value.type_ = AttributeType::ss;
+  value.set_ = std::move(members);
+  return value;
+}
+
+AttributeValue AttributeValue::number_set(std::vector<std::string> members) {
+  AttributeValue value = string_set(std::move(members));
+  value.type_ = AttributeType::ns;
+  return value;
+}
+
+AttributeValue AttributeValue::binary_set(std::vector<std::string> members) {
+  AttributeValue value = string_set(std::move(members));
+  value.type_ = AttributeType::bs;
+  return value;
+}
+
+bool AttributeValue::is_set() const {
+  return type_ == AttributeType::ss || type_ == AttributeType::ns || type_ == AttributeType::bs;
+}
+
+const std::string& AttributeValue::text() const {
+  LP_ASSERT(type_ == AttributeType::s || type_ == AttributeType::n || type_ == AttributeType::b);
+  return text_;
+}
+
+bool AttributeValue::as_bool() const {
+  LP_ASSERT(type_ == AttributeType::boolean);
+  return bool_;
+}
+
+const Item& AttributeValue::as_map() const {
+  LP_ASSERT(type_ == AttributeType::m);
+  return map_;
+}
+
+Item& AttributeValue::as_map() {
+  LP_ASSERT(type_ == AttributeType::m);
+  return map_;
+}
+
+const AttributeList& AttributeValue::as_list() const {
+  LP_ASSERT(type_ == AttributeType::l);
+  return list_;
+}
+
+AttributeList& AttributeValue::as_list() {
+  LP_ASSERT(type_ == AttributeType::l);
+  return list_;
+}
+
+const std::vector<std::string>& AttributeValue::as_set() const {
+  LP_ASSERT(is_set());
+  return set_;
+}
+
+std::vector<std::string>& AttributeValue::as_set() {
+  LP_ASSERT(is_set());
+  return set_;
+}
+
+bool AttributeValue::operator==(const AttributeValue& other) const {
+  if (type_ != other.type_) return false;
+  switch (type_) {
+    case AttributeType::s:
+    case AttributeType::n:
+    case AttributeType::b: return text_ == other.text_;
+    case AttributeType::boolean: return bool_ == other.bool_;
+    case AttributeType::null: return true;
+    case AttributeType::m: return map_ == other.map_;
+    case AttributeType::l: return list_ == other.list_;
+    case AttributeType::ss:
+    case AttributeType::ns:
+    case AttributeType::bs: return set_ == other.set_;
+  }
+  LP_UNREACHABLE("attribute type {}", static_cast<int>(type_));
+}
+
+namespace {
+
+// Significant digits of a decimal text: digits without leading and trailing
+// zeros. Works on unvalidated text too (it only counts), so sizing never fails.
+std::size_t significant_digits(std::string_view text) {
+  std::string digits;
+  for (char c : text) {
+    if (c == 'e' || c == 'E') break;
+    if (c >= '0' && c <= '9') digits.push_back(c);
+  }
+  const auto first = digits.find_first_not_of('0');
+  if (first == std::string::npos) return 1;
+  const auto last = digits.find_last_not_of('0');
+  return last - first + 1;
+}
+
+std::size_t binary_size_bytes(const std::string& base64_text) {
+  const auto decoded = base64_decode(base64_text);
+  return decoded ? decoded->size() : base64_text.size();
+}
+
+}  // namespace
+
+std::size_t attribute_size_bytes(const AttributeValue& value) {
+  switch (value.type()) {
+    case AttributeType::s: return value.text().size();
+    case AttributeType::n: return (significant_digits(value.text()) + 1) / 2 + 1;
+    case AttributeType::b: return binary_size_bytes(value.text());
+    case AttributeType::boolean:
+    case AttributeType::null: return 1;
+    case AttributeType::m: {
+      std::size_t total = 3;
+      for (const auto& [name, member] : value.as_map()) total += 1 + name.size() + attribute_size_bytes(member);
+      return total;
+    }
+    case AttributeType::l: {
+      std::size_t total = 3;
+      for (const auto& element : value.as_list()) total += 1 + attribute_size_bytes(element);
+      return total;
+    }
+    case AttributeType::ss: {
+      std::size_t total = 0;
+      for (const auto& member : value.as_set()) total += member.size();
+      return total;
+    }
+    case AttributeType::ns: {
+      std::size_t total = 0;
+      for (const auto& member : value.as_set()) total += (significant_digits(member) + 1) / 2 + 1;
+      return total;
+    }
+    case AttributeType::bs: {
+      std::size_t total = 0;
+      for (const auto& member : value.as_set()) total += binary_size_bytes(member);
+      return total;
+    }
+  }
+  LP_UNREACHABLE("attribute type {}", static_cast<int>(value.type()));
+}
+
+std::size_t item_size_bytes(const Item& item) {
+  std::size_t total = 0;
+  for (const auto& [name, value] : item) total += name.size() + attribute_size_bytes(value);
+  return total;
+}
+
+int64_t write_capacity_units(std::size_t item_bytes) {
+  return std::max<int64_t>(1, static_cast<int64_t>((item_bytes + write_unit_bytes - 1) / write_unit_bytes));
+}
+
+int64_t read_capacity_units(std::size_t item_bytes) {
+  return std::max<int64_t>(1, static_cast<int64_t>((item_bytes + read_unit_bytes - 1) / read_unit_bytes));
+}
+
+std::string describe(const AttributeValue& value) {
+  const auto tag = type_descriptor(value.type());
+  switch (value.type()) {
+    case AttributeType::s:
+    case AttributeType::n:
+    case AttributeType::b: return fmt::format("{{{}:{}}}", tag, value.text());
+    case AttributeType::boolean: return fmt::format("{{{}:{}}}", tag, value.as_bool());
+    case AttributeType::null: return "{NULL:true}";
+    case AttributeType::m: {
+      std::vector<std::string> parts;
+      for (const auto& [name, member] : value.as_map()) parts.push_back(name + "=" + describe(member));
+      return fmt::format("{{M:{{{}}}}}", fmt::join(parts, ","));
+    }
+    case AttributeType::l: {
+      std::vector<std::string> parts;
+      for (const auto& element : value.as_list()) parts.push_back(describe(element));
+      return fmt::format("{{L:[{}]}}", fmt::join(parts, ","));
+    }
+    case AttributeType::ss:
+    case AttributeType::ns:
+    case AttributeType::bs: return fmt::format("{{{}:[{}]}}", tag, fmt::join(value.as_set(), ","));
+  }
+  LP_UNREACHABLE("attribute type {}", static_cast<int>(value.type()));
+}
+
+}  // namespace leaseproof::dynamo
