@@ -1,0 +1,184 @@
+// Commits and the store's background work: asynchronous GSI propagation, the
+// TTL sweeper, and forgetting deleted items and idempotency tokens once no
+// read or retry can observe them.
+
+#include <algorithm>
+#include <charconv>
+
+#include <leaseproof/core/dynamo/decimal.hpp>
+
+#include "dynamo_store_internal.hpp"
+
+namespace leaseproof::models {
+
+using store_detail::EventKey;
+using store_detail::GsiChange;
+using store_detail::IndexEntryKey;
+using store_detail::TtlCheck;
+
+namespace {
+
+constexpr int64_t ns_per_s = 1'000'000'000;
+
+// The TTL attribute as whole epoch seconds (rounded up), or nullopt when the
+// item has no usable TTL: missing, not a Number, or beyond the simulated range
+// (DynamoDB ignores non-Number TTL attributes).
+std::optional<int64_t> ttl_expiry_s(const Item& item, const std::string& attribute) {
+  const auto found = item.find(attribute);
+  if (found == item.end() || !found->second.is(dynamo::AttributeType::n)) return std::nullopt;
+  auto number = dynamo::Decimal::parse(found->second.text());
+  if (!number) return std::nullopt;
+  if (*number > dynamo::Decimal::from_int(store_detail::ttl_seconds_max) ||
+      *number < dynamo::Decimal::from_int(-store_detail::ttl_seconds_max)) {
+    return std::nullopt;
+  }
+  const std::string text = number->to_string();
+  const auto dot = text.find('.');
+  int64_t seconds = 0;
+  const char* end = text.data() + (dot == std::string::npos ? text.size() : dot);
+  std::from_chars(text.data(), end, seconds);
+  if (dot != std::string::npos && !number->is_negative()) ++seconds;
+  return seconds;
+}
+
+bool ttl_expired(int64_t expiry_s, Instant now) {
+  const int64_t now_s = now.ns() / ns_per_s;
+  if (expiry_s < now_s - store_detail::ttl_ignore_older_than_s) return false;
+  return expiry_s <= now_s;
+}
+
+}  // namespace
+
+std::optional<Item> DynamoStore::State::index_entry(const TableState& table, const IndexState& index,
+                                                    const Item& item) const {
+  // Sparse: only items carrying every index key attribute appear.
+  if (!item.contains(index.hash.name)) return std::nullopt;
+  if (index.range && !item.contains(index.range->name)) return std::nullopt;
+  const dynamo::Projection& projection = index.definition.projection;
+  if (projection.projection_type == dynamo::ProjectionType::all) return item;
+  std::vector<std::string> names{table.hash.name, index.hash.name};
+  if (table.range) names.push_back(table.range->name);
+  if (index.range) names.push_back(index.range->name);
+  if (projection.projection_type == dynamo::ProjectionType::include) {
+    names.insert(names.end(), projection.non_key_attributes.begin(), projection.non_key_attributes.end());
+  }
+  return store_detail::pick(item, names);
+}
+
+// Replaces the item's version, keeping the previous one for stale reads, and
+// schedules each GSI change after a lag drawn per write and index. A later
+// change of the same item is never due before an earlier one, so an index
+// sees each item's versions in order.
+void DynamoStore::State::commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item,
+                                      Instant now) {
+  auto& record = table.items[key.hash][key.range];
+  record.previous = std::move(record.current);
+  record.current = std::move(new_item);
+  record.written_at = now;
+  const std::optional<Item>& old_item = record.previous;
+  if (old_item && !record.current) --table.live_items;
+  if (!old_item && record.current) ++table.live_items;
+  if (!record.current) tombstones.push_back(store_detail::Tombstone{now, table.name, key});
+  for (std::size_t i = 0; i < table.indexes.size(); ++i) {
+    IndexState& index = table.indexes[i];
+    auto old_entry = old_item ? index_entry(table, index, *old_item) : std::nullopt;
+    auto new_entry = record.current ? index_entry(table, index, *record.current) : std::nullopt;
+    if (old_entry == new_entry) continue;
+    auto& [last_due, pending_count] = index.pending[key];
+    Instant due = now + options.gsi_lag.sample(prng);
+    if (pending_count > 0) due = std::max(due, last_due);
+    last_due = due;
+    ++pending_count;
+    gsi_changes.emplace(EventKey{due, next_sequence++}, GsiChange{table.name, i, key, std::move(new_entry)});
+  }
+  if (record.current) schedule_ttl(table, key, *record.current, now);
+}
+
+void DynamoStore::State::apply_gsi_change(const GsiChange& change) {
+  TableState& table = tables.find(change.table)->second;
+  IndexState& index = table.indexes[change.index];
+  if (const auto position = index.positions.find(change.key); position != index.positions.end()) {
+    const auto partition = index.entries.find(position->second.first);
+    LP_ASSERT(partition != index.entries.end());
+    partition->second.erase(position->second.second);
+    if (partition->second.empty()) index.entries.erase(partition);
+    index.positions.erase(position);
+  }
+  if (change.entry) {
+    const AttributeValue& hash = change.entry->at(index.hash.name);
+    IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
+    index.entries[hash][entry_key] = *change.entry;
+    index.positions.emplace(change.key, std::make_pair(hash, std::move(entry_key)));
+  }
+  const auto pending = index.pending.find(change.key);
+  LP_ASSERT(pending != index.pending.end());
+  if (--pending->second.second == 0) index.pending.erase(pending);
+}
+
+void DynamoStore::State::schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now) {
+  const auto attribute = ttl_attributes.find(table.name);
+  if (attribute == ttl_attributes.end()) return;
+  const auto expiry_s = ttl_expiry_s(item, attribute->second);
+  if (!expiry_s) return;
+  if (*expiry_s < now.ns() / ns_per_s - store_detail::ttl_ignore_older_than_s) return;
+  const Instant expiry = std::max(Instant::from_ns(*expiry_s * ns_per_s), now);
+  const Duration lag = prng.uniform_duration(options.ttl_sweep_lag_min, options.ttl_sweep_lag_max);
+  ttl_checks.emplace(EventKey{expiry + lag, next_sequence++}, TtlCheck{table.name, key});
+}
+
+// A check finds the item as it is now: a later write that moved or removed
+// the TTL scheduled its own check, so this one then does nothing.
+void DynamoStore::State::run_ttl_check(const TtlCheck& check, Instant now) {
+  TableState& table = tables.find(check.table)->second;
+  const Item* item = latest(table, check.key);
+  if (item == nullptr) return;
+  const auto attribute = ttl_attributes.find(table.name);
+  if (attribute == ttl_attributes.end()) return;
+  const auto expiry_s = ttl_expiry_s(*item, attribute->second);
+  if (!expiry_s || !ttl_expired(*expiry_s, now)) return;
+  // A TTL delete is a service-side write: no capacity consumed, counted apart.
+  commit_write(table, check.key, std::nullopt, now);
+  ++account(table.name).ttl_deletes;
+}
+
+Instant DynamoStore::State::advance(Instant now) {
+  while (true) {
+    const bool gsi_due = !gsi_changes.empty() && gsi_changes.begin()->first.first <= now;
+    const bool ttl_due = !ttl_checks.empty() && ttl_checks.begin()->first.first <= now;
+    if (!gsi_due && !ttl_due) break;
+    if (gsi_due && (!ttl_due || gsi_changes.begin()->first < ttl_checks.begin()->first)) {
+      const GsiChange change = std::move(gsi_changes.begin()->second);
+      gsi_changes.erase(gsi_changes.begin());
+      apply_gsi_change(change);
+    } else {
+      const Instant due = ttl_checks.begin()->first.first;
+      const TtlCheck check = std::move(ttl_checks.begin()->second);
+      ttl_checks.erase(ttl_checks.begin());
+      run_ttl_check(check, due);
+    }
+  }
+  while (!tombstones.empty() && tombstones.front().at + options.eventual_read_window <= now) {
+    const store_detail::Tombstone& tombstone = tombstones.front();
+    TableState& table = tables.find(tombstone.table)->second;
+    const auto partition = table.items.find(tombstone.key.hash);
+    if (partition != table.items.end()) {
+      const auto record = partition->second.find(tombstone.key.range);
+      if (record != partition->second.end() && !record->second.current && record->second.written_at == tombstone.at) {
+        partition->second.erase(record);
+        if (partition->second.empty()) table.items.erase(partition);
+      }
+    }
+    tombstones.pop_front();
+  }
+  while (!token_expiry.empty() && token_expiry.front().first + store_detail::idempotency_window <= now) {
+    const auto token = tokens.find(token_expiry.front().second);
+    if (token != tokens.end() && token->second.at == token_expiry.front().first) tokens.erase(token);
+    token_expiry.pop_front();
+  }
+  Instant next = Instant::max();
+  if (!gsi_changes.empty()) next = std::min(next, gsi_changes.begin()->first.first);
+  if (!ttl_checks.empty()) next = std::min(next, ttl_checks.begin()->first.first);
+  return next;
+}
+
+}  // namespace leaseproof::models

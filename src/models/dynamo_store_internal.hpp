@@ -1,0 +1,299 @@
+#pragma once
+// Internals of the simulated DynamoDB store, shared by its source files.
+// DynamoStore::State is the engine; each operation lives in its own file.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <leaseproof/core/dynamo/expression.hpp>
+#include <leaseproof/models/dynamo_store.hpp>
+#include <leaseproof/sim/prng.hpp>
+
+// Propagates the error of a Result-returning expression, else binds its value.
+#define LP_STORE_TRY(target, expression)                                  \
+  auto target##_result_ = (expression);                                   \
+  if (!target##_result_.ok()) return std::move(target##_result_).error(); \
+  auto target = std::move(target##_result_).value()
+
+#define LP_STORE_TRY_VOID(expression)                             \
+  do {                                                            \
+    auto lp_store_result_ = (expression);                         \
+    if (!lp_store_result_.ok()) return std::move(lp_store_result_).error(); \
+  } while (false)
+
+namespace leaseproof::models::store_detail {
+
+using dynamo::AttributeValue;
+using dynamo::DynamoError;
+using dynamo::Item;
+using dynamo::Result;
+
+// DynamoDB's documented limits.
+inline constexpr std::size_t transact_items_max = 100;
+inline constexpr std::size_t batch_write_items_max = 25;
+inline constexpr std::size_t query_page_bytes_max = 1024 * 1024;
+inline constexpr std::size_t hash_key_bytes_max = 2048;
+inline constexpr std::size_t range_key_bytes_max = 1024;
+inline constexpr Duration idempotency_window = Duration::from_min(10);
+// Burst capacity: up to 300 seconds of unused provisioned capacity.
+inline constexpr int64_t burst_seconds = 300;
+// TTL: items whose expiry is more than five years in the past are ignored by
+// the sweeper (per the DynamoDB TTL documentation).
+inline constexpr int64_t ttl_ignore_older_than_s = 5LL * 365 * 24 * 3600;
+// TTL values beyond this (year 2255) never expire within a simulation; keeps
+// the seconds -> nanoseconds conversion inside int64.
+inline constexpr int64_t ttl_seconds_max = 9'000'000'000LL;
+
+// Total order on key values: by type, then S/B by bytes, N numerically (the
+// sort-key order of Query). NULL is used for "no range key" and sorts first.
+int compare_keys(const AttributeValue& a, const AttributeValue& b);
+struct KeyLess {
+  bool operator()(const AttributeValue& a, const AttributeValue& b) const { return compare_keys(a, b) < 0; }
+};
+
+struct TableKey {
+  AttributeValue hash;
+  AttributeValue range;  // NULL for hash-only tables
+};
+struct TableKeyLess {
+  bool operator()(const TableKey& a, const TableKey& b) const;
+};
+
+// Position of an entry inside one GSI partition-key value: the index range
+// key, then the table key (DynamoDB leaves the order of equal index keys
+// unspecified; the table key makes ours total and stable for paging).
+struct IndexEntryKey {
+  AttributeValue range;  // NULL for hash-only indexes
+  TableKey table_key;
+};
+struct IndexEntryKeyLess {
+  bool operator()(const IndexEntryKey& a, const IndexEntryKey& b) const;
+};
+
+// One item's latest version and the one before it (for stale eventual reads).
+// current == nullopt marks a recent delete, kept until the stale window ends.
+struct ItemRecord {
+  std::optional<Item> current;
+  std::optional<Item> previous;
+  Instant written_at;
+};
+
+// Token bucket with integer arithmetic: tokens are kept in unit-nanoseconds
+// (1 unit = 1e9), so continuous refill at `rate_per_s` adds rate_per_s per
+// elapsed nanosecond exactly. A request may start while the bucket holds any
+// tokens and may drive it negative (debt repaid by refill): a request's read
+// size is unknown until it has run, as in DynamoDB.
+class TokenBucket {
+ public:
+  TokenBucket() = default;
+  TokenBucket(int64_t rate_per_s, int64_t capacity_units, int64_t initial_units, Instant now);
+
+  void refill(Instant now);
+  bool has_tokens() const { return scaled_ > 0; }
+  void take(int64_t units);
+  int64_t rate_per_s() const { return rate_per_s_; }
+
+ private:
+  int64_t rate_per_s_ = 0;
+  int64_t capacity_scaled_ = 0;
+  int64_t scaled_ = 0;
+  Instant refilled_at_;
+};
+
+// Write bucket in WCU, read bucket in half RCU.
+struct Throughput {
+  TokenBucket write;
+  TokenBucket read;
+};
+
+enum class AttributeRole : uint8_t { hash, range };
+
+struct KeyAttribute {
+  std::string name;
+  dynamo::AttributeType type = dynamo::AttributeType::s;
+};
+
+struct IndexState {
+  dynamo::GlobalSecondaryIndex definition;
+  KeyAttribute hash;
+  std::optional<KeyAttribute> range;
+  // Visible entries: index hash value -> position -> projected item.
+  std::map<AttributeValue, std::map<IndexEntryKey, Item, IndexEntryKeyLess>, KeyLess> entries;
+  // Where each table item currently sits in `entries`.
+  std::map<TableKey, std::pair<AttributeValue, IndexEntryKey>, TableKeyLess> positions;
+  // Per table item: due time of its last scheduled change and how many are
+  // pending, so that one item's changes become visible in order.
+  std::map<TableKey, std::pair<Instant, int64_t>, TableKeyLess> pending;
+  std::vector<Throughput> partitions;
+  std::optional<Throughput> provisioned;
+};
+
+struct TableState {
+  std::string name;
+  dynamo::TableDescription description;
+  KeyAttribute hash;
+  std::optional<KeyAttribute> range;
+  // hash value -> range value (NULL when hash-only) -> record.
+  std::map<AttributeValue, std::map<AttributeValue, ItemRecord, KeyLess>, KeyLess> items;
+  std::size_t live_items = 0;
+  std::vector<IndexState> indexes;
+  std::vector<Throughput> partitions;
+  std::optional<Throughput> provisioned;
+
+  dynamo::KeySchema key_schema() const { return description.key_schema; }
+  const IndexState* find_index(std::string_view index_name) const;
+  IndexState* find_index(std::string_view index_name);
+};
+
+// Capacity a write needs, per bucket. An index lists one (partition, units)
+// pair per index write: two when an index key changes (delete + put).
+struct IndexWriteCost {
+  std::size_t index = 0;
+  std::vector<std::pair<uint32_t, int64_t>> writes;
+
+  int64_t units() const {
+    int64_t total = 0;
+    for (const auto& write : writes) total += write.second;
+    return total;
+  }
+};
+struct WriteCost {
+  uint32_t partition = 0;
+  int64_t base_units = 0;
+  std::vector<IndexWriteCost> indexes;
+};
+
+struct GsiChange {
+  std::string table;
+  std::size_t index = 0;
+  TableKey key;
+  std::optional<Item> entry;  // nullopt: remove the item from the index
+};
+struct TtlCheck {
+  std::string table;
+  TableKey key;
+};
+struct Tombstone {
+  Instant at;
+  std::string table;
+  TableKey key;
+};
+struct TokenRecord {
+  std::vector<dynamo::TransactWriteItem> items;
+  Instant at;
+};
+
+using EventKey = std::pair<Instant, uint64_t>;  // (due, insertion sequence)
+
+dynamo::AttributeType attribute_type_of(dynamo::ScalarAttributeType type);
+uint32_t partition_of(const AttributeValue& hash_value, uint32_t partitions);
+// ResourceNotFoundException as DynamoDB words it.
+DynamoError resource_not_found();
+// Attributes of `item` named by `names` (absent ones skipped).
+Item pick(const Item& item, const std::vector<std::string>& names);
+// ConsumedCapacity of a read charged to the table or to one index.
+std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapacity mode, const std::string& table,
+                                                      const IndexState* index, int64_t half_units);
+// Before the item is read: an update must not touch a key attribute, and a
+// literal SET of an index key must have the index key's type.
+Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan& plan);
+// The item an update produces from the old one (or from the key alone when
+// there is none), numbers canonical, index keys checked.
+Result<Item> updated_item(const TableState& table, const Item& key_item, const std::optional<Item>& old_item,
+                          const std::optional<dynamo::UpdatePlan>& plan);
+// "ExpressionAttributeNames/Values can only be specified when using
+// expressions" (DynamoDB checks this before parsing any expression).
+Result<void> check_expression_params(const dynamo::ExpressionAttributeNames& names,
+                                     const dynamo::ExpressionAttributeValues& values, bool any_expression,
+                                     bool any_value_expression, std::string_view value_expressions_null);
+
+}  // namespace leaseproof::models::store_detail
+
+namespace leaseproof::models {
+
+// Internal sources only: the wire types by their short names.
+using dynamo::AttributeValue;
+using dynamo::DynamoError;
+using dynamo::Item;
+using dynamo::Result;
+
+struct DynamoStore::State {
+  using TableKey = store_detail::TableKey;
+  using TableState = store_detail::TableState;
+  using IndexState = store_detail::IndexState;
+  using WriteCost = store_detail::WriteCost;
+
+  State(DynamoStoreOptions options_, uint64_t seed);
+
+  DynamoStoreOptions options;
+  sim::Prng prng;
+  std::map<std::string, TableState, std::less<>> tables;
+  std::map<std::string, TableAccounting, std::less<>> accounting;
+  std::map<std::string, std::string, std::less<>> ttl_attributes;
+  std::map<store_detail::EventKey, store_detail::GsiChange> gsi_changes;
+  std::map<store_detail::EventKey, store_detail::TtlCheck> ttl_checks;
+  std::deque<store_detail::Tombstone> tombstones;
+  std::map<std::string, store_detail::TokenRecord> tokens;
+  std::deque<std::pair<Instant, std::string>> token_expiry;
+  uint64_t next_sequence = 0;
+  Instant latest_now = Instant::zero();
+
+  // Operations (one file each).
+  Result<dynamo::Response> create_table(const dynamo::CreateTableRequest& request, Instant now);
+  Result<dynamo::Response> get_item(const dynamo::GetItemRequest& request, Instant now);
+  Result<dynamo::Response> put_item(const dynamo::PutItemRequest& request, Instant now);
+  Result<dynamo::Response> update_item(const dynamo::UpdateItemRequest& request, Instant now);
+  Result<dynamo::Response> delete_item(const dynamo::DeleteItemRequest& request, Instant now);
+  Result<dynamo::Response> query(const dynamo::QueryRequest& request, Instant now);
+  Result<dynamo::Response> batch_write_item(const dynamo::BatchWriteItemRequest& request, Instant now);
+  Result<dynamo::Response> transact_write_items(const dynamo::TransactWriteItemsRequest& request, Instant now);
+
+  TableState* find_table(std::string_view name);
+  TableAccounting& account(std::string_view table);
+
+  // Keys (dynamo_store_keys.cpp).
+  Result<TableKey> key_of_item(const TableState& table, const Item& item) const;
+  Result<TableKey> key_of_key(const TableState& table, const Item& key) const;
+  store_detail::ItemRecord* find_record(TableState& table, const TableKey& key);
+  const Item* latest(TableState& table, const TableKey& key);
+  // Item as an eventually consistent read sees it; counts stale answers.
+  const Item* eventual(TableState& table, const store_detail::ItemRecord& record, bool stale, Instant now);
+  bool draw_stale_replica(bool consistent_read);
+
+  // Capacity (dynamo_store_capacity.cpp).
+  WriteCost write_cost(const TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+                       const std::optional<Item>& new_item, int64_t multiplier) const;
+  WriteCost failed_write_cost(const TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+                              int64_t multiplier) const;
+  std::optional<DynamoError> check_write_capacity(TableState& table, const WriteCost& cost, Instant now);
+  void charge_write(TableState& table, const WriteCost& cost);
+  std::optional<DynamoError> check_read_capacity(TableState& table, const IndexState* index, uint32_t partition,
+                                                 Instant now);
+  void charge_read(TableState& table, const IndexState* index, uint32_t partition, int64_t half_units);
+  // A condition that fails consumes write capacity (unless throttled) and
+  // answers ConditionalCheckFailedException; ok when there is no condition or
+  // it holds.
+  Result<void> check_condition(TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+                               const std::optional<dynamo::Condition>& condition,
+                               dynamo::ReturnValuesOnConditionCheckFailure on_failure, Instant now);
+  // Capacity check, charge and commit of one unconditional write.
+  Result<WriteCost> commit_single(TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+                                  std::optional<Item> new_item, Instant now);
+  std::optional<dynamo::ConsumedCapacity> write_consumed(dynamo::ReturnConsumedCapacity mode, const TableState& table,
+                                                         const WriteCost& cost) const;
+
+  // Commits and background work (dynamo_store_background.cpp).
+  void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now);
+  std::optional<Item> index_entry(const TableState& table, const IndexState& index, const Item& item) const;
+  void apply_gsi_change(const store_detail::GsiChange& change);
+  void schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now);
+  void run_ttl_check(const store_detail::TtlCheck& check, Instant now);
+  Instant advance(Instant now);
+};
+
+}  // namespace leaseproof::models

@@ -1,0 +1,241 @@
+// Keys of the simulated DynamoDB store: ordering, partition hashing, and the
+// validation of items and keys against a table's schema, with DynamoDB's
+// messages (as dynalite, the reference of the differential test, words them).
+
+#include <fmt/format.h>
+
+#include <leaseproof/core/dynamo/decimal.hpp>
+
+#include "dynamo_store_internal.hpp"
+
+namespace leaseproof::models {
+
+namespace store_detail {
+
+using dynamo::AttributeType;
+
+int compare_keys(const AttributeValue& a, const AttributeValue& b) {
+  if (a.type() != b.type()) return a.type() < b.type() ? -1 : 1;
+  if (a.is(AttributeType::null)) return 0;
+  const auto order = dynamo::compare_values(a, b);
+  LP_ASSERT_MSG(order.has_value(), "key values of type {} are not ordered", dynamo::type_descriptor(a.type()));
+  if (*order < 0) return -1;
+  return *order > 0 ? 1 : 0;
+}
+
+bool TableKeyLess::operator()(const TableKey& a, const TableKey& b) const {
+  const int hash = compare_keys(a.hash, b.hash);
+  if (hash != 0) return hash < 0;
+  return compare_keys(a.range, b.range) < 0;
+}
+
+bool IndexEntryKeyLess::operator()(const IndexEntryKey& a, const IndexEntryKey& b) const {
+  const int range = compare_keys(a.range, b.range);
+  if (range != 0) return range < 0;
+  return TableKeyLess{}(a.table_key, b.table_key);
+}
+
+dynamo::AttributeType attribute_type_of(dynamo::ScalarAttributeType type) {
+  switch (type) {
+    case dynamo::ScalarAttributeType::s: return AttributeType::s;
+    case dynamo::ScalarAttributeType::n: return AttributeType::n;
+    case dynamo::ScalarAttributeType::b: return AttributeType::b;
+  }
+  LP_UNREACHABLE("scalar attribute type {}", static_cast<int>(type));
+}
+
+// FNV-1a over the type descriptor and the value's text. Numbers are stored in
+// canonical text, so equal numbers land in the same partition.
+uint32_t partition_of(const AttributeValue& hash_value, uint32_t partitions) {
+  LP_ASSERT_GT(partitions, 0u);
+  uint64_t hash = 0xCBF29CE484222325ULL;
+  auto mix = [&](std::string_view bytes) {
+    for (char c : bytes) {
+      hash ^= static_cast<uint8_t>(c);
+      hash *= 0x100000001B3ULL;
+    }
+  };
+  mix(dynamo::type_descriptor(hash_value.type()));
+  mix(hash_value.text());
+  return static_cast<uint32_t>(hash % partitions);
+}
+
+DynamoError resource_not_found() {
+  return DynamoError{std::string(dynamo::error_type::resource_not_found), "Requested resource not found",
+                     std::nullopt, {}};
+}
+
+Item pick(const Item& item, const std::vector<std::string>& names) {
+  Item out;
+  for (const auto& name : names) {
+    const auto found = item.find(name);
+    if (found != item.end()) out.emplace(found->first, found->second);
+  }
+  return out;
+}
+
+const IndexState* TableState::find_index(std::string_view index_name) const {
+  for (const auto& index : indexes) {
+    if (index.definition.index_name == index_name) return &index;
+  }
+  return nullptr;
+}
+
+IndexState* TableState::find_index(std::string_view index_name) {
+  for (auto& index : indexes) {
+    if (index.definition.index_name == index_name) return &index;
+  }
+  return nullptr;
+}
+
+namespace {
+
+bool is_empty_key_value(const AttributeValue& value) {
+  return (value.is(AttributeType::s) || value.is(AttributeType::b)) && value.text().empty();
+}
+
+std::string_view empty_noun(const AttributeValue& value) {
+  return value.is(AttributeType::s) ? "string" : "binary";
+}
+
+std::optional<DynamoError> check_key_size(const AttributeValue& value, bool is_hash) {
+  if (value.is(AttributeType::n)) return std::nullopt;
+  const std::size_t bytes = dynamo::attribute_size_bytes(value);
+  if (is_hash && bytes > hash_key_bytes_max) {
+    return dynamo::validation_error(
+        "One or more parameter values were invalid: Size of hashkey has exceeded the maximum size limit of2048 bytes");
+  }
+  if (!is_hash && bytes > range_key_bytes_max) {
+    return dynamo::validation_error(
+        "One or more parameter values were invalid: Aggregated size of all range keys has exceeded the size limit "
+        "of 1024 bytes");
+  }
+  return std::nullopt;
+}
+
+std::optional<DynamoError> check_item_key_attribute(const Item& item, const KeyAttribute& key, bool is_hash) {
+  const auto found = item.find(key.name);
+  if (found == item.end()) {
+    return dynamo::validation_error(
+        fmt::format("One or more parameter values were invalid: Missing the key {} in the item", key.name));
+  }
+  if (found->second.type() != key.type) {
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values were invalid: Type mismatch for key {} expected: {} actual: {}", key.name,
+        dynamo::type_descriptor(key.type), dynamo::type_descriptor(found->second.type())));
+  }
+  if (is_empty_key_value(found->second)) {
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an "
+        "empty {} value. Key: {}",
+        empty_noun(found->second), key.name));
+  }
+  return check_key_size(found->second, is_hash);
+}
+
+std::optional<DynamoError> check_index_key_attribute(const Item& item, const KeyAttribute& key,
+                                                     const std::string& index_name) {
+  const auto found = item.find(key.name);
+  if (found == item.end()) return std::nullopt;  // sparse: the item is simply not indexed
+  if (found->second.type() != key.type) {
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values were invalid: Type mismatch for Index Key {} Expected: {} Actual: {} "
+        "IndexName: {}",
+        key.name, dynamo::type_descriptor(key.type), dynamo::type_descriptor(found->second.type()), index_name));
+  }
+  if (is_empty_key_value(found->second)) {
+    // DynamoDB's wording (dynalite accepts empty index keys).
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values are not valid. A value specified for a secondary index key is not "
+        "supported. The AttributeValue for a key attribute cannot contain an empty {} value. IndexName: {}, "
+        "IndexKey: {}",
+        empty_noun(found->second), index_name, key.name));
+  }
+  return std::nullopt;
+}
+
+std::optional<DynamoError> check_key_piece(const Item& key, const KeyAttribute& attribute, bool is_hash) {
+  const auto found = key.find(attribute.name);
+  if (found == key.end() || found->second.type() != attribute.type) {
+    return dynamo::validation_error("The provided key element does not match the schema");
+  }
+  if (is_empty_key_value(found->second)) {
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values were invalid: The AttributeValue for a key attribute cannot contain an "
+        "empty {} value. Key: {}",
+        empty_noun(found->second), attribute.name));
+  }
+  return check_key_size(found->second, is_hash);
+}
+
+TableKey table_key_from(const TableState& table, const Item& item) {
+  TableKey key;
+  key.hash = item.at(table.hash.name);
+  if (table.range) key.range = item.at(table.range->name);
+  return key;
+}
+
+}  // namespace
+
+}  // namespace store_detail
+
+using store_detail::ItemRecord;
+using store_detail::TableKey;
+
+Result<TableKey> DynamoStore::State::key_of_item(const TableState& table, const Item& item) const {
+  if (auto problem = store_detail::check_item_key_attribute(item, table.hash, true)) return std::move(*problem);
+  if (table.range) {
+    if (auto problem = store_detail::check_item_key_attribute(item, *table.range, false)) {
+      return std::move(*problem);
+    }
+  }
+  for (const auto& index : table.indexes) {
+    const std::string& name = index.definition.index_name;
+    if (auto problem = store_detail::check_index_key_attribute(item, index.hash, name)) return std::move(*problem);
+    if (index.range) {
+      if (auto problem = store_detail::check_index_key_attribute(item, *index.range, name)) {
+        return std::move(*problem);
+      }
+    }
+  }
+  return store_detail::table_key_from(table, item);
+}
+
+Result<TableKey> DynamoStore::State::key_of_key(const TableState& table, const Item& key) const {
+  const std::size_t expected = table.range ? 2 : 1;
+  if (key.size() != expected) return dynamo::validation_error("The provided key element does not match the schema");
+  if (auto problem = store_detail::check_key_piece(key, table.hash, true)) return std::move(*problem);
+  if (table.range) {
+    if (auto problem = store_detail::check_key_piece(key, *table.range, false)) return std::move(*problem);
+  }
+  return store_detail::table_key_from(table, dynamo::with_canonical_numbers(key));
+}
+
+ItemRecord* DynamoStore::State::find_record(TableState& table, const TableKey& key) {
+  const auto partition = table.items.find(key.hash);
+  if (partition == table.items.end()) return nullptr;
+  const auto record = partition->second.find(key.range);
+  return record == partition->second.end() ? nullptr : &record->second;
+}
+
+const Item* DynamoStore::State::latest(TableState& table, const TableKey& key) {
+  const ItemRecord* record = find_record(table, key);
+  if (record == nullptr || !record->current) return nullptr;
+  return &*record->current;
+}
+
+bool DynamoStore::State::draw_stale_replica(bool consistent_read) {
+  if (consistent_read || options.stale_read_chance.is_zero()) return false;
+  return prng.chance(options.stale_read_chance);
+}
+
+const Item* DynamoStore::State::eventual(TableState& table, const ItemRecord& record, bool stale, Instant now) {
+  const bool recent = now < record.written_at + options.eventual_read_window;
+  if (stale && recent) {
+    ++account(table.name).stale_reads;
+    return record.previous ? &*record.previous : nullptr;
+  }
+  return record.current ? &*record.current : nullptr;
+}
+
+}  // namespace leaseproof::models

@@ -1,0 +1,339 @@
+// Multi-item writes of the simulated DynamoDB store: BatchWriteItem (each item
+// on its own, unprocessed under throttling) and TransactWriteItems (all or
+// nothing, idempotent by ClientRequestToken for 10 minutes, double cost).
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include <leaseproof/core/dynamo/decimal.hpp>
+
+#include "dynamo_store_internal.hpp"
+
+namespace leaseproof::models {
+
+namespace {
+
+using dynamo::CancellationReason;
+using dynamo::Condition;
+using store_detail::TableKey;
+using store_detail::TableKeyLess;
+using store_detail::TableState;
+using store_detail::WriteCost;
+
+constexpr int64_t transaction_cost_multiplier = 2;
+
+std::optional<Item> copy_of(const Item* item) {
+  if (item == nullptr) return std::nullopt;
+  return *item;
+}
+
+struct BatchWrite {
+  TableState* table = nullptr;
+  TableKey key;
+  std::optional<Item> item;  // nullopt: delete
+  const dynamo::WriteRequest* request = nullptr;
+};
+
+Result<void> check_batch_shape(const dynamo::BatchWriteItemRequest& request) {
+  // One table's list over the limit fails the request's shape validation (as
+  // DynamoDB words it; the model leaves the value out of the message), the
+  // total over several tables the batch limit.
+  for (const auto& [table, writes] : request.request_items) {
+    if (writes.size() > store_detail::batch_write_items_max || writes.empty()) {
+      return dynamo::validation_error(
+          "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy "
+          "constraint: [Member must have length less than or equal to 25, Member must have length greater than or "
+          "equal to 1]");
+    }
+  }
+  std::size_t total = 0;
+  for (const auto& [table, writes] : request.request_items) total += writes.size();
+  if (total > store_detail::batch_write_items_max) {
+    return dynamo::validation_error("Too many items requested for the BatchWriteItem call");
+  }
+  for (const auto& [table, writes] : request.request_items) {
+    for (const auto& write : writes) {
+      const auto* put = std::get_if<dynamo::PutRequest>(&write);
+      if (put != nullptr && dynamo::item_size_bytes(put->item) > dynamo::item_size_bytes_max) {
+        return dynamo::validation_error("Item size has exceeded the maximum allowed size");
+      }
+    }
+  }
+  return {};
+}
+
+// BatchWriteItem reports an item's bad key with the key-schema message.
+DynamoError batch_key_error(DynamoError error) {
+  if (error.message.find("Missing the key") != std::string::npos ||
+      error.message.find("Type mismatch for key") != std::string::npos) {
+    error.message = "The provided key element does not match the schema";
+  }
+  return error;
+}
+
+}  // namespace
+
+Result<dynamo::Response> DynamoStore::State::batch_write_item(const dynamo::BatchWriteItemRequest& request,
+                                                              Instant now) {
+  LP_STORE_TRY_VOID(check_batch_shape(request));
+  std::vector<BatchWrite> writes;
+  for (const auto& [table_name, requests] : request.request_items) {
+    TableState* table = find_table(table_name);
+    if (table == nullptr) return store_detail::resource_not_found();
+    std::set<TableKey, TableKeyLess> seen;
+    for (const auto& write : requests) {
+      BatchWrite prepared{table, {}, std::nullopt, &write};
+      if (const auto* put = std::get_if<dynamo::PutRequest>(&write)) {
+        prepared.item = dynamo::with_canonical_numbers(put->item);
+        auto key = key_of_item(*table, *prepared.item);
+        if (!key) return batch_key_error(std::move(key).error());
+        prepared.key = std::move(key).value();
+      } else {
+        LP_STORE_TRY(key, key_of_key(*table, std::get<dynamo::DeleteRequest>(write).key));
+        prepared.key = std::move(key);
+      }
+      if (!seen.insert(prepared.key).second) {
+        return dynamo::validation_error("Provided list of item keys contains duplicates");
+      }
+      writes.push_back(std::move(prepared));
+    }
+    ++account(table_name).batch_write_item;
+  }
+  dynamo::BatchWriteItemResponse response;
+  std::map<std::string, WriteCost> consumed;  // per table: base and index units summed
+  std::size_t processed = 0;
+  std::optional<DynamoError> last_throttle;
+  for (auto& write : writes) {
+    const std::optional<Item> old_item = copy_of(latest(*write.table, write.key));
+    const WriteCost cost = write_cost(*write.table, write.key, old_item, write.item, 1);
+    if (auto throttled = check_write_capacity(*write.table, cost, now)) {
+      ++account(write.table->name).throttled_requests;
+      response.unprocessed_items[write.table->name].push_back(*write.request);
+      last_throttle = std::move(throttled);
+      continue;
+    }
+    charge_write(*write.table, cost);
+    if (old_item || write.item) commit_write(*write.table, write.key, std::move(write.item), now);
+    ++processed;
+    WriteCost& total = consumed[write.table->name];
+    total.base_units += cost.base_units;
+    total.indexes.insert(total.indexes.end(), cost.indexes.begin(), cost.indexes.end());
+  }
+  // Only when no item at all could be written does the call itself fail.
+  if (processed == 0 && last_throttle) return std::move(*last_throttle);
+  for (const auto& [table_name, cost] : consumed) {
+    if (auto capacity = write_consumed(request.return_consumed_capacity, *find_table(table_name), cost)) {
+      response.consumed_capacity.push_back(std::move(*capacity));
+    }
+  }
+  return dynamo::Response{std::move(response)};
+}
+
+namespace {
+
+enum class ActionKind : uint8_t { put, update, remove, check };
+
+struct PreparedAction {
+  ActionKind kind = ActionKind::put;
+  TableState* table = nullptr;
+  TableKey key;
+  Item key_item;
+  std::optional<Item> put_item;
+  std::optional<dynamo::UpdatePlan> plan;
+  std::optional<Condition> condition;
+  dynamo::ReturnValuesOnConditionCheckFailure on_failure = dynamo::ReturnValuesOnConditionCheckFailure::none;
+};
+
+const dynamo::TransactCondition& condition_of(const dynamo::TransactWriteItem& item) {
+  return std::visit([](const auto& action) -> const dynamo::TransactCondition& { return action.condition; }, item);
+}
+
+// Parses one action's expressions in its own context, as DynamoDB validates
+// each action like the single-item request it resembles.
+Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction& action) {
+  const dynamo::TransactCondition& condition = condition_of(item);
+  const auto* update = std::get_if<dynamo::TransactUpdate>(&item);
+  const bool any = condition.condition_expression.has_value() || update != nullptr;
+  LP_STORE_TRY_VOID(store_detail::check_expression_params(
+      condition.expression_attribute_names, condition.expression_attribute_values, any, any,
+      update != nullptr ? "UpdateExpression and ConditionExpression are null" : "ConditionExpression is null"));
+  dynamo::ExpressionContext context(condition.expression_attribute_names, condition.expression_attribute_values);
+  LP_STORE_TRY_VOID(context.check_keys());
+  if (update != nullptr) {
+    LP_STORE_TRY(plan, context.parse_update(update->update_expression));
+    action.plan = std::move(plan);
+  }
+  if (condition.condition_expression) {
+    LP_STORE_TRY(parsed, context.parse_condition(*condition.condition_expression, dynamo::ExpressionKind::condition));
+    action.condition = std::move(parsed);
+  }
+  action.on_failure = condition.return_values_on_condition_check_failure;
+  return context.check_all_used();
+}
+
+}  // namespace
+
+namespace {
+
+// Validates one action against its table; fills key and put item.
+Result<void> bind_action(DynamoStore::State& state, const dynamo::TransactWriteItem& item, PreparedAction& action) {
+  TableState& table = *action.table;
+  if (const auto* put = std::get_if<dynamo::TransactPut>(&item)) {
+    if (dynamo::item_size_bytes(put->item) > dynamo::item_size_bytes_max) {
+      return dynamo::validation_error("Item size has exceeded the maximum allowed size");
+    }
+    action.kind = ActionKind::put;
+    action.put_item = dynamo::with_canonical_numbers(put->item);
+    LP_STORE_TRY(key, state.key_of_item(table, *action.put_item));
+    action.key = std::move(key);
+  } else {
+    const Item& key_item = std::visit(
+        [](const auto& typed) -> const Item& {
+          if constexpr (std::is_same_v<std::decay_t<decltype(typed)>, dynamo::TransactPut>) {
+            return typed.item;
+          } else {
+            return typed.key;
+          }
+        },
+        item);
+    LP_STORE_TRY(key, state.key_of_key(table, key_item));
+    action.key = std::move(key);
+    action.key_item = dynamo::with_canonical_numbers(key_item);
+    action.kind = std::holds_alternative<dynamo::TransactUpdate>(item)   ? ActionKind::update
+                  : std::holds_alternative<dynamo::TransactDelete>(item) ? ActionKind::remove
+                                                                         : ActionKind::check;
+  }
+  if (action.plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(table, *action.plan));
+  return {};
+}
+
+Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& state,
+                                                        const dynamo::TransactWriteItemsRequest& request) {
+  const std::size_t count = request.transact_items.size();
+  if (count == 0 || count > store_detail::transact_items_max) {
+    return dynamo::validation_error(fmt::format(
+        "1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have "
+        "length less than or equal to {} and greater than or equal to 1",
+        store_detail::transact_items_max));
+  }
+  std::vector<PreparedAction> actions(count);
+  for (std::size_t i = 0; i < count; ++i) LP_STORE_TRY_VOID(parse_action(request.transact_items[i], actions[i]));
+  std::map<std::string, std::set<TableKey, TableKeyLess>> seen;
+  for (std::size_t i = 0; i < count; ++i) {
+    actions[i].table = state.find_table(condition_of(request.transact_items[i]).table_name);
+    if (actions[i].table == nullptr) return store_detail::resource_not_found();
+    LP_STORE_TRY_VOID(bind_action(state, request.transact_items[i], actions[i]));
+    if (!seen[actions[i].table->name].insert(actions[i].key).second) {
+      return dynamo::validation_error("Transaction request cannot include multiple operations on one item");
+    }
+  }
+  return actions;
+}
+
+DynamoError idempotent_mismatch() {
+  return DynamoError{std::string(dynamo::error_type::idempotent_parameter_mismatch),
+                     "DynamoDB rejected the request because you retried a request with a different payload but "
+                     "with an idempotent token that was already used.",
+                     std::nullopt,
+                     {}};
+}
+
+}  // namespace
+
+Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::TransactWriteItemsRequest& request,
+                                                                  Instant now) {
+  LP_STORE_TRY(actions, prepare_transaction(*this, request));
+  std::set<std::string> touched;
+  for (const auto& action : actions) touched.insert(action.table->name);
+  for (const auto& name : touched) ++account(name).transact_write_items;
+  if (request.client_request_token) {
+    const auto token = tokens.find(*request.client_request_token);
+    if (token != tokens.end() && now < token->second.at + store_detail::idempotency_window) {
+      if (token->second.items != request.transact_items) return idempotent_mismatch();
+      // A retry of a transaction that succeeded: success, nothing applied again.
+      for (const auto& name : touched) ++account(name).idempotent_replays;
+      return dynamo::Response{dynamo::TransactWriteItemsResponse{}};
+    }
+  }
+  // Decide every action against the latest items before changing any.
+  std::vector<std::optional<Item>> old_items;
+  std::vector<std::optional<Item>> new_items;
+  std::vector<CancellationReason> reasons;
+  bool cancelled = false;
+  static const Item no_item;
+  for (const auto& action : actions) {
+    old_items.push_back(copy_of(latest(*action.table, action.key)));
+    const std::optional<Item>& old_item = old_items.back();
+    CancellationReason reason{"None", std::nullopt, std::nullopt};
+    std::optional<Item> next;
+    if (action.condition && !dynamo::evaluate(*action.condition, old_item ? *old_item : no_item)) {
+      reason = CancellationReason{"ConditionalCheckFailed", "The conditional request failed", std::nullopt};
+      if (action.on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old) reason.item = old_item;
+      ++account(action.table->name).conditional_check_failures;
+    } else if (action.kind == ActionKind::put) {
+      next = action.put_item;
+    } else if (action.kind == ActionKind::update) {
+      auto updated = store_detail::updated_item(*action.table, action.key_item, old_item, action.plan);
+      if (updated) {
+        next = std::move(updated).value();
+      } else {
+        reason = CancellationReason{"ValidationError", updated.error().message, std::nullopt};
+      }
+    } else if (action.kind == ActionKind::check) {
+      next = old_item;  // unchanged; only its cost matters
+    }
+    cancelled = cancelled || reason.code != "None";
+    reasons.push_back(std::move(reason));
+    new_items.push_back(std::move(next));
+  }
+  if (cancelled) {
+    // Assumed: a cancelled transaction still consumes its (double) write
+    // capacity, sized by the existing items, as a failed condition does.
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      charge_write(*actions[i].table,
+                   failed_write_cost(*actions[i].table, actions[i].key, old_items[i], transaction_cost_multiplier));
+    }
+    for (const auto& name : touched) ++account(name).transaction_cancellations;
+    return dynamo::transaction_canceled(std::move(reasons));
+  }
+  std::vector<WriteCost> costs;
+  bool throttled = false;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const auto& action = actions[i];
+    costs.push_back(action.kind == ActionKind::check
+                        ? failed_write_cost(*action.table, action.key, old_items[i], transaction_cost_multiplier)
+                        : write_cost(*action.table, action.key, old_items[i], new_items[i], transaction_cost_multiplier));
+    if (auto problem = check_write_capacity(*action.table, costs.back(), now)) {
+      reasons[i] = CancellationReason{"ThrottlingError", problem->message, std::nullopt};
+      throttled = true;
+    }
+  }
+  if (throttled) {
+    for (const auto& name : touched) ++account(name).throttled_requests;
+    return dynamo::transaction_canceled(std::move(reasons));
+  }
+  std::map<std::string, WriteCost> consumed;
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    auto& action = actions[i];
+    charge_write(*action.table, costs[i]);
+    WriteCost& total = consumed[action.table->name];
+    total.base_units += costs[i].base_units;
+    total.indexes.insert(total.indexes.end(), costs[i].indexes.begin(), costs[i].indexes.end());
+    if (action.kind == ActionKind::check) continue;
+    if (old_items[i] || new_items[i]) commit_write(*action.table, action.key, std::move(new_items[i]), now);
+  }
+  if (request.client_request_token) {
+    tokens[*request.client_request_token] = store_detail::TokenRecord{request.transact_items, now};
+    token_expiry.emplace_back(now, *request.client_request_token);
+  }
+  dynamo::TransactWriteItemsResponse response;
+  for (const auto& [table_name, cost] : consumed) {
+    if (auto capacity = write_consumed(request.return_consumed_capacity, *find_table(table_name), cost)) {
+      response.consumed_capacity.push_back(std::move(*capacity));
+    }
+  }
+  return dynamo::Response{std::move(response)};
+}
+
+}  // namespace leaseproof::models

@@ -1,0 +1,146 @@
+// UpdateItem of the simulated DynamoDB store, and the update helpers that
+// TransactWriteItems shares with it.
+
+#include <fmt/format.h>
+
+#include <leaseproof/core/dynamo/decimal.hpp>
+
+#include "dynamo_store_internal.hpp"
+
+namespace leaseproof::models {
+
+namespace store_detail {
+
+namespace {
+
+std::optional<DynamoError> check_literal_index_key(const IndexState& index, const KeyAttribute& key,
+                                                   const dynamo::UpdateAction& action) {
+  if (action.kind != dynamo::UpdateAction::Kind::set || action.path.size() != 1) return std::nullopt;
+  if (action.path[0].name != key.name || action.value.kind != dynamo::UpdateValue::Kind::value) return std::nullopt;
+  if (action.value.value.type() == key.type) return std::nullopt;
+  return dynamo::validation_error(fmt::format(
+      "One or more parameter values were invalid: Type mismatch for Index Key {} Expected: {} Actual: {} "
+      "IndexName: {}",
+      key.name, dynamo::type_descriptor(key.type), dynamo::type_descriptor(action.value.value.type()),
+      index.definition.index_name));
+}
+
+std::optional<DynamoError> check_index_key_value(const IndexState& index, const KeyAttribute& key, const Item& item) {
+  const auto found = item.find(key.name);
+  if (found == item.end()) return std::nullopt;
+  if (found->second.type() != key.type) {
+    return dynamo::validation_error(
+        "The update expression attempted to update the secondary index key to unsupported type");
+  }
+  const bool empty_text = (key.type == dynamo::AttributeType::s || key.type == dynamo::AttributeType::b) &&
+                          found->second.text().empty();
+  if (empty_text) {
+    return dynamo::validation_error(fmt::format(
+        "One or more parameter values are not valid. A value specified for a secondary index key is not "
+        "supported. The AttributeValue for a key attribute cannot contain an empty string value. IndexName: {}, "
+        "IndexKey: {}",
+        index.definition.index_name, key.name));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan& plan) {
+  LP_STORE_TRY_VOID(dynamo::check_key_attributes(plan, table.description.key_schema));
+  for (const auto& index : table.indexes) {
+    for (const auto& action : plan.actions) {
+      if (auto problem = check_literal_index_key(index, index.hash, action)) return std::move(*problem);
+      if (index.range) {
+        if (auto problem = check_literal_index_key(index, *index.range, action)) return std::move(*problem);
+      }
+    }
+  }
+  return {};
+}
+
+Result<Item> updated_item(const TableState& table, const Item& key_item, const std::optional<Item>& old_item,
+                          const std::optional<dynamo::UpdatePlan>& plan) {
+  Item next = old_item ? *old_item : key_item;
+  if (plan) LP_STORE_TRY_VOID(dynamo::apply(*plan, table.description.key_schema, next));
+  next = dynamo::with_canonical_numbers(std::move(next));
+  for (const auto& index : table.indexes) {
+    if (auto problem = check_index_key_value(index, index.hash, next)) return std::move(*problem);
+    if (index.range) {
+      if (auto problem = check_index_key_value(index, *index.range, next)) return std::move(*problem);
+    }
+  }
+  return next;
+}
+
+}  // namespace store_detail
+
+namespace {
+
+using dynamo::ReturnValues;
+
+Item key_item_of(const store_detail::TableState& table, const store_detail::TableKey& key) {
+  Item item{{table.hash.name, key.hash}};
+  if (table.range) item.emplace(table.range->name, key.range);
+  return item;
+}
+
+std::optional<Item> update_return_values(ReturnValues mode, const std::optional<dynamo::UpdatePlan>& plan,
+                                         const std::optional<Item>& old_item, const Item& new_item) {
+  static const dynamo::UpdatePlan no_plan;
+  const dynamo::UpdatePlan& actions = plan ? *plan : no_plan;
+  Item out;
+  switch (mode) {
+    case ReturnValues::none: return std::nullopt;
+    case ReturnValues::all_old: return old_item;
+    case ReturnValues::all_new: return new_item;
+    case ReturnValues::updated_old:
+      if (old_item) out = dynamo::updated_attributes(actions, *old_item);
+      break;
+    case ReturnValues::updated_new: out = dynamo::updated_attributes(actions, new_item); break;
+  }
+  // Assumed: DynamoDB omits Attributes rather than sending an empty map.
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateItemRequest& request, Instant now) {
+  const dynamo::ConditionalWrite& write = request.write;
+  const bool any = request.update_expression.has_value() || write.condition_expression.has_value();
+  LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
+                                                          write.expression_attribute_values, any, any,
+                                                          "UpdateExpression and ConditionExpression are null"));
+  dynamo::ExpressionContext context(write.expression_attribute_names, write.expression_attribute_values);
+  LP_STORE_TRY_VOID(context.check_keys());
+  std::optional<dynamo::UpdatePlan> plan;
+  if (request.update_expression) {
+    LP_STORE_TRY(parsed, context.parse_update(*request.update_expression));
+    plan = std::move(parsed);
+  }
+  std::optional<dynamo::Condition> condition;
+  if (write.condition_expression) {
+    LP_STORE_TRY(parsed, context.parse_condition(*write.condition_expression, dynamo::ExpressionKind::condition));
+    condition = std::move(parsed);
+  }
+  LP_STORE_TRY_VOID(context.check_all_used());
+  TableState* table = find_table(request.table_name);
+  if (table == nullptr) return store_detail::resource_not_found();
+  LP_STORE_TRY(key, key_of_key(*table, request.key));
+  if (plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(*table, *plan));
+  ++account(table->name).update_item;
+  const Item* current = latest(*table, key);
+  std::optional<Item> old_item = current ? std::optional<Item>(*current) : std::nullopt;
+  LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
+                                    write.return_values_on_condition_check_failure, now));
+  // An update of a missing item creates it (upsert) from its key.
+  LP_STORE_TRY(next, store_detail::updated_item(*table, key_item_of(*table, key), old_item, plan));
+  dynamo::UpdateItemResponse response;
+  response.attributes = update_return_values(write.return_values, plan, old_item, next);
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(next), now));
+  response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
+  return dynamo::Response{std::move(response)};
+}
+
+}  // namespace leaseproof::models

@@ -1,0 +1,136 @@
+// DynamoStore: TransactWriteItems (all or nothing, cancellation reasons,
+// idempotency tokens) and BatchWriteItem (limits, unprocessed items).
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "dynamo_store_test_support.hpp"
+
+namespace leaseproof::models::test {
+namespace {
+
+dynamo::TransactCondition on(std::string table, std::string condition = {},
+                             dynamo::ExpressionAttributeValues values = {}) {
+  dynamo::TransactCondition out;
+  out.table_name = std::move(table);
+  if (!condition.empty()) out.condition_expression = std::move(condition);
+  out.expression_attribute_values = std::move(values);
+  return out;
+}
+
+dynamo::TransactWriteItemsRequest increment(const std::string& token) {
+  dynamo::TransactWriteItemsRequest request;
+  request.transact_items.push_back(dynamo::TransactUpdate{{{"pk", S("counter")}}, "ADD hits :one",
+                                                          on("leases", {}, {{":one", N(1)}})});
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("log")}, {"token", S(token)}}, on("leases")});
+  request.client_request_token = token;
+  return request;
+}
+
+class DynamoStoreTransact : public ::testing::Test {
+ protected:
+  DynamoStore store_{DynamoStoreOptions::faults_off(), 13};
+  Instant now_ = at_ms(0);
+  void SetUp() override { ASSERT_TRUE(store_.apply(leases_table(), now_).ok()); }
+};
+
+TEST_F(DynamoStoreTransact, AFailedConditionCancelsEveryAction) {
+  const Item held{{"pk", S("b")}, {"holder", S("x")}};
+  ASSERT_TRUE(store_.apply(put("leases", held), now_).ok());
+  dynamo::TransactWriteItemsRequest request;
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("a")}}, on("leases")});
+  auto check = on("leases", "holder = :me", {{":me", S("y")}});
+  check.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
+  request.transact_items.push_back(dynamo::TransactConditionCheck{{{"pk", S("b")}}, check});
+  request.transact_items.push_back(dynamo::TransactDelete{{{"pk", S("b")}}, on("leases")});
+  auto duplicate = store_.apply(request, now_);
+  EXPECT_EQ(error_message(duplicate), "Transaction request cannot include multiple operations on one item");
+  request.transact_items.pop_back();
+  auto result = store_.apply(request, now_);
+  ASSERT_EQ(error_type(result), "TransactionCanceledException");
+  EXPECT_EQ(error_message(result),
+            "Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]");
+  ASSERT_EQ(result.error().cancellation_reasons.size(), 2u);
+  EXPECT_EQ(result.error().cancellation_reasons[0].code, "None");
+  EXPECT_EQ(result.error().cancellation_reasons[1].code, "ConditionalCheckFailed");
+  EXPECT_EQ(result.error().cancellation_reasons[1].item, held);
+  EXPECT_FALSE(store_.peek("leases", {{"pk", S("a")}}).has_value());
+  EXPECT_EQ(store_.accounting("leases").transaction_cancellations, 1);
+}
+
+TEST_F(DynamoStoreTransact, SuccessAppliesEverythingAtDoubleCost) {
+  const auto before = store_.accounting("leases").table.write_units;
+  ASSERT_TRUE(store_.apply(increment("t-1"), now_).ok());
+  EXPECT_EQ(store_.peek("leases", {{"pk", S("counter")}})->at("hits"), N(1));
+  EXPECT_TRUE(store_.peek("leases", {{"pk", S("log")}}).has_value());
+  EXPECT_EQ(store_.accounting("leases").table.write_units - before, 4);  // two 1 KB items, twice each
+  EXPECT_EQ(store_.accounting("leases").transact_write_items, 1);
+}
+
+TEST_F(DynamoStoreTransact, RetryWithTheSameTokenDoesNotApplyAgain) {
+  ASSERT_TRUE(store_.apply(increment("t-1"), now_).ok());
+  ASSERT_TRUE(store_.apply(increment("t-1"), now_ + Duration::from_min(9)).ok());
+  EXPECT_EQ(store_.peek("leases", {{"pk", S("counter")}})->at("hits"), N(1));
+  EXPECT_EQ(store_.accounting("leases").idempotent_replays, 1);
+  auto changed = increment("t-1");
+  std::get<dynamo::TransactPut>(changed.transact_items[1]).item["extra"] = S("x");
+  EXPECT_EQ(error_type(store_.apply(changed, now_ + Duration::from_min(9))), "IdempotentParameterMismatchException");
+  // After the 10-minute window the token is forgotten: the same request applies again.
+  ASSERT_TRUE(store_.apply(increment("t-1"), now_ + Duration::from_min(11)).ok());
+  EXPECT_EQ(store_.peek("leases", {{"pk", S("counter")}})->at("hits"), N(2));
+}
+
+TEST_F(DynamoStoreTransact, RejectsMoreThanOneHundredActions) {
+  dynamo::TransactWriteItemsRequest request;
+  for (int i = 0; i < 101; ++i) {
+    request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("k" + std::to_string(i))}}, on("leases")});
+  }
+  EXPECT_EQ(error_type(store_.apply(request, now_)), "ValidationException");
+  request.transact_items.pop_back();
+  EXPECT_TRUE(store_.apply(request, now_).ok());
+  EXPECT_EQ(store_.item_count("leases"), 100u);
+}
+
+TEST_F(DynamoStoreTransact, BatchWriteLimitsAndDuplicates) {
+  dynamo::BatchWriteItemRequest request;
+  for (int i = 0; i < 26; ++i) request.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
+  EXPECT_EQ(error_message(store_.apply(request, now_)), "Too many items requested for the BatchWriteItem call");
+  request.request_items["leases"].resize(24);
+  request.request_items["leases"].push_back(dynamo::DeleteRequest{{{"pk", S("k0")}}});
+  EXPECT_EQ(error_message(store_.apply(request, now_)), "Provided list of item keys contains duplicates");
+  request.request_items["leases"].back() = dynamo::PutRequest{{{"pk", N(3)}}};
+  EXPECT_EQ(error_message(store_.apply(request, now_)), "The provided key element does not match the schema");
+  EXPECT_EQ(store_.item_count("leases"), 0u);
+  request.request_items["leases"].pop_back();
+  const auto& response = as<dynamo::BatchWriteItemResponse>(store_.apply(request, now_));
+  EXPECT_TRUE(response.unprocessed_items.empty());
+  EXPECT_EQ(store_.item_count("leases"), 24u);
+}
+
+TEST(DynamoStoreBatchThrottle, ReturnsUnprocessedItemsThenFails) {
+  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
+  options.throttling = true;
+  options.partitions_per_table = 1;
+  options.partition_wcu_per_s = 3;
+  DynamoStore store(options, 17);
+  const Instant now = at_ms(0);
+  auto table = leases_table();
+  table.global_secondary_indexes.clear();
+  table.attribute_definitions.resize(1);
+  ASSERT_TRUE(store.apply(table, now).ok());
+  dynamo::BatchWriteItemRequest request;
+  for (int i = 0; i < 5; ++i) request.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
+  const auto& first = as<dynamo::BatchWriteItemResponse>(store.apply(request, now));
+  ASSERT_EQ(first.unprocessed_items.count("leases"), 1u);
+  EXPECT_EQ(first.unprocessed_items.at("leases").size(), 2u);
+  EXPECT_EQ(store.item_count("leases"), 3u);
+  auto second = store.apply(request, now);
+  EXPECT_EQ(error_type(second), "ProvisionedThroughputExceededException");
+  EXPECT_EQ(store.item_count("leases"), 3u);
+  // One second later the partition has refilled.
+  EXPECT_TRUE(store.apply(request, now + Duration::from_s(1)).ok());
+}
+
+}  // namespace
+}  // namespace leaseproof::models::test
