@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include <leaseproof/scenarios/scenario.hpp>
+
+#include "dynamo_command.hpp"
 #include <leaseproof/sim/trace.hpp>
 
 namespace {
@@ -26,9 +28,7 @@ namespace scenarios = leaseproof::scenarios;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
-struct UsageError {
-  std::string message;
-};
+using leaseproof::cli::UsageError;
 
 uint64_t parse_seed(const std::string& text, std::string_view flag) {
   uint64_t value = 0;
@@ -245,6 +245,19 @@ int main(int argc, char** argv) {
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
+  leaseproof::cli::DynamoReplayArgs replay_args;
+  CLI::App* dynamo = app.add_subcommand("dynamo", "The simulated DynamoDB");
+  dynamo->require_subcommand(1);
+  CLI::App* replay = dynamo->add_subcommand(
+      "replay", "Apply a JSON-lines file of DynamoDB requests to a fresh simulated table (faults off) and print "
+                "one JSON line per response");
+  replay->add_option("FILE", replay_args.file, "Requests, one {\"target\": ..., \"body\": ...} per line")->required();
+  replay->add_option("--endpoint", replay_args.endpoint, "Send to this DynamoDB-compatible endpoint instead")
+      ->type_name("URL");
+  replay->add_option("--compare", replay_args.compare,
+                     "Send to the model and to this endpoint; print the answers that differ")
+      ->type_name("URL");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -262,6 +275,7 @@ int main(int argc, char** argv) {
     if (run->parsed()) return run_command(run_args);
     if (det->parsed()) return check_determinism_command(det_args);
     if (list->parsed()) return list_scenarios();
+    if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;

@@ -1,0 +1,114 @@
+// `leaseproof dynamo replay FILE [--endpoint URL | --compare URL]`: applies a
+// replay file (docs/dynamo-fidelity.md) to a fresh simulated table with faults
+// off, or sends it to a real endpoint, or both, comparing the answers.
+
+#include "dynamo_command.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include <leaseproof/core/dynamo/codec.hpp>
+#include <leaseproof/models/dynamo_wire.hpp>
+#include <leaseproof/runtime/dynamo_http_client.hpp>
+#include <leaseproof/sim/clock.hpp>
+
+namespace leaseproof::cli {
+namespace {
+
+constexpr int kExitFailed = 1;
+
+// The model's clock during a replay: the simulation's wall epoch, one
+// millisecond further for each request (TTL and throttling are off anyway).
+Instant replay_time(size_t index) { return sim::kWallEpoch + Duration::from_ms(static_cast<int64_t>(index)); }
+
+std::optional<models::WireResponse> from_endpoint(runtime::BlockingDynamoHttpClient& client,
+                                                  const models::ReplayRequest& request) {
+  const std::string operation = request.target.substr(request.target.find('.') + 1);
+  runtime::DynamoHttpResult result = client.call(operation, request.body);
+  if (!result.ok()) {
+    fmt::print(stderr, "leaseproof: line {}: endpoint did not answer: {} ({})\n", request.line,
+               runtime::to_string(result.error().kind), result.error().detail);
+    return std::nullopt;
+  }
+  return models::WireResponse{result.response().http_status, result.response().body};
+}
+
+runtime::DynamoHttpClientOptions endpoint_options(const std::string& url) {
+  runtime::DynamoHttpClientOptions options;
+  options.endpoint_url = url;
+  return options;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in) throw UsageError{fmt::format("FILE: cannot read '{}'", path)};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int compare(const std::vector<models::ReplayRequest>& requests, const std::string& endpoint) {
+  models::DynamoStore store{models::DynamoStoreOptions::faults_off(), 1};
+  runtime::BlockingDynamoHttpClient client{endpoint_options(endpoint)};
+  uint64_t equal = 0;
+  uint64_t differ = 0;
+  std::map<std::string, uint64_t> skipped;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const models::ReplayRequest& request = requests[i];
+    const models::WireResponse model = models::apply_wire(store, request.target, request.body, replay_time(i));
+    const std::optional<models::WireResponse> real = from_endpoint(client, request);
+    if (!real) return kExitFailed;
+    if (std::string gap = models::dynalite_gap(request.target, request.body); !gap.empty()) {
+      ++skipped[gap];
+      continue;
+    }
+    const nlohmann::json a = models::comparable_response(request.target, model.http_status, model.body);
+    const nlohmann::json b = models::comparable_response(request.target, real->http_status, real->body);
+    if (a == b) {
+      ++equal;
+      continue;
+    }
+    ++differ;
+    fmt::print("line {} ({}): differs\n  model:    {}\n  endpoint: {}\n", request.line, request.target,
+               dynamo::dump_json(a), dynamo::dump_json(b));
+  }
+  std::string skips;
+  for (const auto& [reason, count] : skipped) skips += fmt::format("; skipped {}: {}", count, reason);
+  fmt::print("compared {} requests: {} equal, {} differ{}\n", equal + differ, equal, differ, skips);
+  return differ == 0 ? 0 : kExitFailed;
+}
+
+}  // namespace
+
+int dynamo_replay_command(const DynamoReplayArgs& args) {
+  if (!args.endpoint.empty() && !args.compare.empty()) {
+    throw UsageError{"--endpoint and --compare: give one or the other"};
+  }
+  for (const std::string* url : {&args.endpoint, &args.compare}) {
+    if (!url->empty() && !url->starts_with("http://")) {
+      throw UsageError{fmt::format("'{}' is not an endpoint; expected http://HOST:PORT", *url)};
+    }
+  }
+  const models::ReplayParse parse = models::parse_replay(read_file(args.file));
+  if (!parse.error.empty()) throw UsageError{fmt::format("{}: {}", args.file, parse.error)};
+  if (!args.compare.empty()) return compare(parse.requests, args.compare);
+  if (!args.endpoint.empty()) {
+    runtime::BlockingDynamoHttpClient client{endpoint_options(args.endpoint)};
+    for (const models::ReplayRequest& request : parse.requests) {
+      const std::optional<models::WireResponse> response = from_endpoint(client, request);
+      if (!response) return kExitFailed;
+      fmt::print("{}\n", dynamo::dump_json(response->body));
+    }
+    return 0;
+  }
+  models::DynamoStore store{models::DynamoStoreOptions::faults_off(), 1};
+  for (size_t i = 0; i < parse.requests.size(); ++i) {
+    const models::ReplayRequest& request = parse.requests[i];
+    fmt::print("{}\n", dynamo::dump_json(models::apply_wire(store, request.target, request.body, replay_time(i)).body));
+  }
+  return 0;
+}
+
+}  // namespace leaseproof::cli
