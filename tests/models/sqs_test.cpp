@@ -1,0 +1,303 @@
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <leaseproof/models/sqs.hpp>
+#include <leaseproof/sim/world.hpp>
+
+namespace leaseproof::models {
+namespace {
+
+using namespace literals;
+
+constexpr std::string_view kQueue = "handover.fifo";
+
+// A client process whose whole behaviour is one start function.
+class ScriptedClient final : public sim::Process {
+ public:
+  explicit ScriptedClient(std::function<void(sim::NodeContext&)> script) : script_(std::move(script)) {}
+  void on_start(sim::NodeContext& context) override { script_(context); }
+  void on_message(sim::NodeContext&, const sim::Envelope&) override {}
+
+ private:
+  std::function<void(sim::NodeContext&)> script_;
+};
+
+class SqsTest : public ::testing::Test {
+ protected:
+  SqsTest() {
+    world.set_default_link(sim::LinkConfig{sim::LatencyDistribution{10_ms}, Ratio::zero(), false});
+    EXPECT_TRUE(state.create_queue(std::string{kQueue}));
+    // A clock with drift and an origin far from zero: windows must use the node's own readings.
+    sim::ClockModel clock;
+    clock.drift_ppm = 200;
+    clock.monotonic_origin = Instant::zero() + 7_h;
+    sqs = world.add_node("sqs", clock, [this] { return std::make_unique<SqsNode>(state); });
+    world.trace().add_observer([this](const sim::TraceEvent& e) {
+      if (e.kind == sim::EventKind::note) notes.push_back(std::string{e.label} + " " + std::string{e.detail});
+    });
+  }
+
+  NodeId add_client(std::function<void(sim::NodeContext&)> script) {
+    return world.add_node("client" + std::to_string(world.node_count()), {},
+                          [script] { return std::make_unique<ScriptedClient>(script); });
+  }
+
+  // Sends at `delay` after the client starts; records the reply (or the timeout).
+  void send_at(sim::NodeContext& c, Duration delay, std::string group, std::string dedup, std::string body) {
+    c.set_timer(delay, "send", [this, &c, group, dedup, body] {
+      sqs_send(c, sqs, std::string{kQueue}, group, dedup, body, 1_s, [this](const SqsSendReply* reply) {
+        send_replies.push_back(reply == nullptr ? SqsSendReply{SqsError::none, 0, false} : *reply);
+        timeouts += reply == nullptr ? 1 : 0;
+      });
+    });
+  }
+
+  // Receives at `delay`; appends the bodies it got to `received`.
+  void receive_at(sim::NodeContext& c, Duration delay, uint32_t max, Duration visibility) {
+    c.set_timer(delay, "receive", [this, &c, max, visibility] {
+      sqs_receive(c, sqs, std::string{kQueue}, max, visibility, 1_s, [this](const SqsReceiveReply* reply) {
+        ASSERT_NE(reply, nullptr);
+        receive_errors.push_back(reply->error);
+        std::vector<SqsReceivedMessage> batch = reply->messages;
+        for (const SqsReceivedMessage& m : batch) received.push_back(m);
+        batches.push_back(std::move(batch));
+      });
+    });
+  }
+
+  std::vector<std::string> bodies(const std::vector<SqsReceivedMessage>& messages) const {
+    std::vector<std::string> out;
+    for (const auto& m : messages) out.push_back(m.body);
+    return out;
+  }
+
+  Instant at(Duration d) const { return Instant::zero() + d; }
+
+  sim::World world{7};
+  SqsState state;
+  NodeId sqs;
+  std::vector<SqsSendReply> send_replies;
+  std::vector<SqsReceivedMessage> received;
+  std::vector<std::vector<SqsReceivedMessage>> batches;
+  std::vector<SqsError> receive_errors;
+  std::vector<std::string> notes;
+  int timeouts = 0;
+};
+
+TEST_F(SqsTest, DuplicateWithinFiveMinutesIsAcknowledgedButNotEnqueued) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "first");
+    send_at(c, 4_min, "g", "d1", "again");  // 4 min after the first: inside the window
+    receive_at(c, 5_min, 10, 30_s);
+  });
+  world.run_until(at(6_min));
+  ASSERT_EQ(send_replies.size(), 2u);
+  EXPECT_FALSE(send_replies[0].deduplicated);
+  EXPECT_TRUE(send_replies[1].deduplicated);
+  EXPECT_EQ(send_replies[1].sequence_number, send_replies[0].sequence_number);
+  EXPECT_EQ(bodies(received), std::vector<std::string>{"first"});
+  EXPECT_EQ(state.queue(kQueue)->message_count(), 1u);
+}
+
+TEST_F(SqsTest, SameDeduplicationIdAfterTheWindowIsANewMessage) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "first");
+    send_at(c, 1_s + 5_min + 1_s, "g", "d1", "later");  // the window (on the SQS clock) has passed
+    receive_at(c, 7_min, 10, 30_s);
+  });
+  world.run_until(at(8_min));
+  ASSERT_EQ(send_replies.size(), 2u);
+  EXPECT_FALSE(send_replies[1].deduplicated);
+  EXPECT_NE(send_replies[1].sequence_number, send_replies[0].sequence_number);
+  EXPECT_EQ(bodies(received), (std::vector<std::string>{"first", "later"}));
+}
+
+TEST_F(SqsTest, DeduplicationWindowIsMeasuredOnTheSqsNodesOwnClock) {
+  // An SQS node whose clock runs 10% fast: 4m40s of true time is 5m08s on it.
+  sim::ClockModel fast;
+  fast.drift_ppm = 100'000;
+  sqs = world.add_node("sqs-fast", fast, [this] { return std::make_unique<SqsNode>(state); });
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "first");
+    send_at(c, 1_s + 4_min + 40_s, "g", "d1", "later");
+    receive_at(c, 6_min, 10, 30_s);
+  });
+  world.run_until(at(7_min));
+  ASSERT_EQ(send_replies.size(), 2u);
+  EXPECT_FALSE(send_replies[1].deduplicated);
+  EXPECT_EQ(bodies(received), (std::vector<std::string>{"first", "later"}));
+}
+
+TEST_F(SqsTest, GroupsComeOutInSendOrderAndAGroupWaitsWhileOneOfItsMessagesIsInFlight) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "a", "a1", "a1");
+    send_at(c, 2_s, "b", "b1", "b1");
+    send_at(c, 3_s, "a", "a2", "a2");
+    send_at(c, 4_s, "b", "b2", "b2");
+    receive_at(c, 10_s, 1, 30_s);  // a1: group a is now in flight
+    receive_at(c, 11_s, 1, 30_s);  // b1 (a2 must wait behind a1): group b in flight
+    receive_at(c, 12_s, 10, 30_s); // nothing: both groups have a message in flight
+  });
+  world.run_until(at(13_s));
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(bodies(batches[0]), std::vector<std::string>{"a1"});
+  EXPECT_EQ(bodies(batches[1]), std::vector<std::string>{"b1"});
+  EXPECT_TRUE(batches[2].empty());
+
+  // Deleting a1 unblocks group a only: a2 comes next, b2 still waits for b1.
+  add_client([this](sim::NodeContext& c) {
+    sqs_delete(c, sqs, std::string{kQueue}, batches[0][0].receipt_handle, 1_s, [](const SqsDeleteReply* reply) {
+      ASSERT_NE(reply, nullptr);
+      EXPECT_EQ(reply->error, SqsError::none);
+      EXPECT_TRUE(reply->deleted);
+    });
+    receive_at(c, 1_s, 10, 30_s);
+  });
+  world.run_until(at(16_s));
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(bodies(batches[3]), std::vector<std::string>{"a2"});
+}
+
+TEST_F(SqsTest, OneReceiveReturnsAGroupsMessagesInOrderBeforeTheNextGroup) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "b", "b1", "b1");
+    send_at(c, 2_s, "a", "a1", "a1");
+    send_at(c, 3_s, "b", "b2", "b2");
+    send_at(c, 4_s, "a", "a2", "a2");
+    send_at(c, 5_s, "b", "b3", "b3");
+    receive_at(c, 10_s, 10, 30_s);
+  });
+  world.run_until(at(11_s));
+  EXPECT_EQ(bodies(received), (std::vector<std::string>{"b1", "b2", "b3", "a1", "a2"}));
+}
+
+TEST_F(SqsTest, MessageNotDeletedBeforeItsVisibilityTimeoutIsRedeliveredAndTheOldHandleIsRefused) {
+  std::vector<SqsDeleteReply> deletes;
+  add_client([this, &deletes](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 2_s, 1, 30_s);
+    receive_at(c, 20_s, 1, 30_s);  // still invisible: nothing
+    receive_at(c, 33_s, 1, 30_s);  // visible again: receive count 2
+    c.set_timer(40_s, "stale delete", [this, &c, &deletes] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(0).receipt_handle, 1_s,
+                 [&deletes](const SqsDeleteReply* reply) { deletes.push_back(*reply); });
+    });
+    c.set_timer(41_s, "current delete", [this, &c, &deletes] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(1).receipt_handle, 1_s,
+                 [&deletes](const SqsDeleteReply* reply) { deletes.push_back(*reply); });
+    });
+    c.set_timer(42_s, "repeat delete", [this, &c, &deletes] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(1).receipt_handle, 1_s,
+                 [&deletes](const SqsDeleteReply* reply) { deletes.push_back(*reply); });
+    });
+  });
+  world.run_until(at(1_min));
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_EQ(received[0].receive_count, 1u);
+  EXPECT_EQ(received[1].receive_count, 2u);
+  EXPECT_EQ(received[1].sequence_number, received[0].sequence_number);
+  EXPECT_TRUE(batches[1].empty());
+  ASSERT_EQ(deletes.size(), 3u);
+  EXPECT_EQ(deletes[0].error, SqsError::receipt_handle_expired);
+  EXPECT_EQ(deletes[1].error, SqsError::none);
+  EXPECT_TRUE(deletes[1].deleted);
+  EXPECT_EQ(deletes[2].error, SqsError::none);  // idempotent
+  EXPECT_FALSE(deletes[2].deleted);
+  EXPECT_EQ(state.queue(kQueue)->message_count(), 0u);
+}
+
+TEST_F(SqsTest, DeleteAfterTheVisibilityTimeoutFailsEvenWithoutARedelivery) {
+  SqsDeleteReply late;
+  add_client([this, &late](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 2_s, 1, 5_s);
+    c.set_timer(10_s, "late delete", [this, &c, &late] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(0).receipt_handle, 1_s,
+                 [&late](const SqsDeleteReply* reply) { late = *reply; });
+    });
+  });
+  world.run_until(at(20_s));
+  EXPECT_EQ(late.error, SqsError::receipt_handle_expired);
+  EXPECT_EQ(state.queue(kQueue)->message_count(), 1u);
+}
+
+TEST_F(SqsTest, LostSendReplyThenRetryWithTheSameDeduplicationIdGivesOneMessage) {
+  NodeId client = add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "conn-1", "release-1-epoch-3", "release");   // applied, reply lost
+    send_at(c, 3_s, "conn-1", "release-1-epoch-3", "release");   // the retry
+    receive_at(c, 5_s, 10, 30_s);
+  });
+  // Replies from SQS to the client are lost around the first send only.
+  world.partition(sqs, client, at(1_s), at(2_s));
+  world.run_until(at(10_s));
+  EXPECT_EQ(timeouts, 1);
+  ASSERT_EQ(send_replies.size(), 2u);
+  EXPECT_TRUE(send_replies[1].deduplicated);
+  EXPECT_EQ(bodies(received), std::vector<std::string>{"release"});
+  EXPECT_EQ(received[0].receive_count, 1u);
+}
+
+TEST_F(SqsTest, QueueStateSurvivesARestartOfTheSqsNode) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 10_s, 10, 30_s);
+  });
+  world.at(at(3_s), [this] { world.crash(sqs); });
+  world.at(at(4_s), [this] { world.restart(sqs); });
+  world.run_until(at(11_s));
+  EXPECT_EQ(bodies(received), std::vector<std::string>{"m"});
+}
+
+TEST_F(SqsTest, ReceiveReturnsAtMostTenMessagesAndRefusesALargerMaximum) {
+  add_client([this](sim::NodeContext& c) {
+    for (int i = 0; i < 15; ++i) {
+      const std::string id = std::to_string(i);
+      send_at(c, 1_s + Duration::from_ms(i), "g" + std::to_string(i % 3), id, id);
+    }
+    receive_at(c, 5_s, 11, 30_s);
+    receive_at(c, 6_s, 10, 30_s);
+    receive_at(c, 7_s, 10, 30_s);  // the third group's five
+    receive_at(c, 8_s, 10, 30_s);  // every group is in flight now
+  });
+  world.run_until(at(9_s));
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(receive_errors[0], SqsError::invalid_parameter);
+  EXPECT_TRUE(batches[0].empty());
+  EXPECT_EQ(batches[1].size(), 10u);
+  EXPECT_EQ(batches[2].size(), 5u);
+  EXPECT_TRUE(batches[3].empty());
+}
+
+TEST_F(SqsTest, TraceNotesNameQueueGroupAndDeduplicationId) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    send_at(c, 2_s, "g", "d1", "m");
+    receive_at(c, 3_s, 1, 30_s);
+  });
+  world.run_until(at(4_s));
+  EXPECT_EQ(notes, (std::vector<std::string>{"sqs.send handover.fifo g d1 enqueued",
+                                             "sqs.send handover.fifo g d1 duplicate",
+                                             "sqs.receive handover.fifo g d1 receive=1"}));
+}
+
+TEST_F(SqsTest, UnknownQueueAndMissingIdsAreErrorsNotAssertions) {
+  std::vector<SqsError> errors;
+  add_client([this, &errors](sim::NodeContext& c) {
+    auto record = [&errors](const SqsSendReply* reply) { errors.push_back(reply->error); };
+    sqs_send(c, sqs, "missing.fifo", "g", "d", "m", 1_s, record);
+    sqs_send(c, sqs, std::string{kQueue}, "", "d", "m", 1_s, record);
+    sqs_send(c, sqs, std::string{kQueue}, "g", "", "m", 1_s, record);
+    sqs_delete(c, sqs, std::string{kQueue}, SqsReceiptHandle{99, 1}, 1_s,
+               [&errors](const SqsDeleteReply* reply) { errors.push_back(reply->error); });
+  });
+  world.run_until(at(1_s));
+  EXPECT_EQ(errors, (std::vector<SqsError>{SqsError::queue_does_not_exist, SqsError::invalid_parameter,
+                                           SqsError::invalid_parameter, SqsError::receipt_handle_invalid}));
+}
+
+}  // namespace
+}  // namespace leaseproof::models
