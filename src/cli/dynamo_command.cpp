@@ -32,6 +32,12 @@ std::optional<models::WireResponse> from_endpoint(runtime::BlockingDynamoHttpCli
                runtime::to_string(result.error().kind), result.error().detail);
     return std::nullopt;
   }
+  // Like any client of DynamoDB: wait for a new table before using it.
+  if (operation == "CreateTable" && result.response().http_status == 200 &&
+      !runtime::wait_until_table_active(client, request.body.value("TableName", ""), Duration::from_s(10))) {
+    fmt::print(stderr, "leaseproof: line {}: the table never became ACTIVE\n", request.line);
+    return std::nullopt;
+  }
   return models::WireResponse{result.response().http_status, result.response().body};
 }
 

@@ -1,5 +1,8 @@
 #include <leaseproof/runtime/dynamo_http_client.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -668,5 +671,23 @@ DynamoHttpResult BlockingDynamoHttpClient::call(std::string operation, nlohmann:
 }
 
 std::uint64_t BlockingDynamoHttpClient::connections_opened() const { return client_->connections_opened(); }
+
+
+bool wait_until_table_active(BlockingDynamoHttpClient& client, const std::string& table, Duration timeout) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.ns());
+  for (;;) {
+    const DynamoHttpResult result = client.call("DescribeTable", nlohmann::json{{"TableName", table}});
+    if (result.ok() && result.response().http_status == 200) {
+      const nlohmann::json& description = result.response().body["Table"];
+      bool active = description.value("TableStatus", "") == "ACTIVE";
+      for (const auto& index : description.value("GlobalSecondaryIndexes", nlohmann::json::array())) {
+        active = active && index.value("IndexStatus", "") == "ACTIVE";
+      }
+      if (active) return true;
+    }
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 }  // namespace leaseproof::runtime

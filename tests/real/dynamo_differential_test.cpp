@@ -95,6 +95,10 @@ class Differential {
       const std::string operation = request.target.substr(request.target.find('.') + 1);
       runtime::DynamoHttpResult real = client_.call(operation, request.body);
       if (!real.ok()) return fmt::format("{}: request {}: endpoint did not answer: {}", label, i, real.error().detail);
+      if (request.target.ends_with(".CreateTable") && real.response().http_status == 200 &&
+          !runtime::wait_until_table_active(client_, request.body.value("TableName", ""), Duration::from_s(10))) {
+        return fmt::format("{}: request {}: the table never became ACTIVE on the endpoint", label, i);
+      }
       if (std::string gap = dynalite_gap(request.target, request.body); !gap.empty()) {
         ++totals().skipped[gap];
         continue;

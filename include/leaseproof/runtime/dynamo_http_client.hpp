@@ -139,6 +139,11 @@ class BlockingDynamoHttpClient {
   std::unique_ptr<DynamoHttpClient> client_;
 };
 
+// Polls DescribeTable until the table and all its GSIs are ACTIVE (a server
+// may answer CreateTable before the table takes writes, as DynamoDB and dynalite
+// do). False if that did not happen within `timeout`.
+bool wait_until_table_active(BlockingDynamoHttpClient& client, const std::string& table, Duration timeout);
+
 // AWS Signature Version 4, exposed as pure functions so a known-answer test
 // can check them. Implemented here (SHA-256 and HMAC from FIPS 180-4 / RFC
 // 2104) to avoid a crypto dependency for one header.
