@@ -1,0 +1,183 @@
+#pragma once
+// One worker's lease manager for many connections. Sans-IO: every entry point
+// takes the worker's own clock readings and appends the actions the caller must
+// carry out (DynamoDB calls to send, upstream sessions to open or close, a
+// release to announce); the caller calls on_timer() at next_deadline().
+//
+// Safety (core algorithm): a session is open only while the lease is ours by a
+// margin. The owner closes it at a monotonic deadline measured from when it
+// *sent* its last confirmed acquire or renew (lease - margin), whatever the
+// replies do; every write is conditional on owner and epoch. See
+// docs/lease-core.md for the argument and the bounds.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <leaseproof/base/random.hpp>
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/core/dynamo/error.hpp>
+#include <leaseproof/core/dynamo/types.hpp>
+#include <leaseproof/core/lease/config.hpp>
+#include <leaseproof/core/lease/requests.hpp>
+
+namespace leaseproof::lease {
+
+// The worker's own clock readings at the moment of a call.
+struct Clock {
+  Instant wall;       // Unix-epoch ns; may step
+  Instant monotonic;  // never steps
+};
+
+enum class RequestKind : uint8_t { acquire, renew, release, checkpoint, read, reconcile };
+enum class CloseReason : uint8_t { released, deadline, lost, drained, stopped };
+std::string_view to_string(RequestKind kind);
+std::string_view to_string(CloseReason reason);
+
+struct DynamoCall {
+  uint64_t token = 0;  // pass back to on_reply
+  RequestKind kind = RequestKind::read;
+  std::string connection;  // empty for reconcile queries
+  int64_t epoch = 0;       // the lease epoch the request is fenced by (0: none)
+  dynamo::Request request;
+};
+struct OpenSession {
+  std::string connection;
+  int64_t epoch = 0;
+  std::string ws_url;
+};
+struct CloseSession {
+  std::string connection;
+  int64_t epoch = 0;
+  CloseReason reason = CloseReason::lost;
+};
+struct NotifyReleased {
+  std::string connection;
+};
+struct DrainComplete {};
+// A rare path was taken (coverage marks: tests assert they were hit).
+struct Mark {
+  const char* name;
+};
+
+using Action = std::variant<DynamoCall, OpenSession, CloseSession, NotifyReleased, DrainComplete, Mark>;
+using Actions = std::vector<Action>;
+
+class LeaseManager {
+ public:
+  // `config` must be valid (config.validate() empty).
+  LeaseManager(LeaseConfig config, std::string worker_id, RandomSource& random, FaultHook& faults);
+
+  void start(Clock now, Actions& out);
+  // The answer to a DynamoCall, or nullptr when it timed out (ambiguous).
+  void on_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
+  // Another worker released this connection (e.g. an SQS message).
+  void on_released(std::string_view connection, Clock now, Actions& out);
+  void on_timer(Clock now, Actions& out);
+  // Stop every session, release every lease, announce the releases, then
+  // DrainComplete. Nothing is acquired after this.
+  void on_sigterm(Clock now, Actions& out);
+  // Records progress on an owned connection (fenced by the lease).
+  void checkpoint(std::string_view connection, int64_t sequence, Clock now, Actions& out);
+
+  // Monotonic time of the next on_timer() call needed; Instant::max() if none.
+  Instant next_deadline() const;
+  uint32_t active_connections() const;  // open sessions: the ActiveConnections metric
+  bool owns(std::string_view connection) const;
+  const std::string& worker_id() const { return worker_id_; }
+  const LeaseConfig& config() const { return config_; }
+  bool draining() const { return draining_; }
+
+ private:
+  struct Held {
+    int64_t epoch = 0;
+    std::string ws_url;
+    Instant confirmed_sent;  // send time of the last confirmed acquire or renew
+    Instant next_renew;
+    bool open = false;
+    uint64_t renew_token = 0;  // in flight
+    Instant renew_sent;
+    int64_t renew_expires_ms = 0;  // what the in-flight renew writes
+    uint64_t read_token = 0;       // a re-read in flight
+    uint64_t release_token = 0;
+    uint32_t release_attempts = 0;
+  };
+  struct Watch {
+    std::string owner;
+    int64_t counter = 0;
+    int64_t expires_ms = 0;
+    Instant first_seen;  // when this counter value was first seen
+    Instant check_at = Instant::max();
+    uint64_t token = 0;  // a read or acquire in flight
+  };
+  struct Pending {
+    RequestKind kind;
+    std::string connection;
+    Instant sent;
+    int64_t epoch = 0;
+    bool acquire_read = false;  // a read after an ambiguous acquire
+  };
+  struct Sweep {
+    uint32_t shard = 0;
+    uint32_t pages = 0;
+    uint64_t token = 0;
+    std::vector<LeaseView> free;  // candidates to acquire at the end
+  };
+
+  Instant deadline_of(const Held& held) const;
+  uint64_t send(Actions& out, RequestKind kind, std::string_view connection, int64_t epoch, dynamo::Request request,
+                Instant now_mono);
+  void expire_deadlines(Clock now, Actions& out);
+  void close(std::string_view connection, Held& held, CloseReason reason, Actions& out);
+  void confirm(std::string_view connection, Held& held, Instant sent, Clock now, Actions& out);
+
+  // Holding (manager.cpp).
+  void renew(std::string_view connection, Held& held, Clock now, Actions& out);
+  void on_renew_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
+  void on_held_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
+  void on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                        Actions& out);
+  void release(std::string_view connection, Held& held, Clock now, Actions& out);
+  void finish_drain(Actions& out);
+
+  // Taking (manager_acquire.cpp).
+  bool has_room() const;
+  void acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out);
+  void on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                        Actions& out);
+  void on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                       Actions& out);
+  void take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out);
+  void observe(const LeaseView& lease, Clock now, Actions& out, bool from_sweep);
+  bool watches(const LeaseView& lease) const;
+  void check_watch(const std::string& connection, Watch& watch, Clock now, Actions& out);
+  void on_watch_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                     Actions& out);
+  void start_sweep(Clock now, Actions& out);
+  void query_page(Clock now, Actions& out, const std::optional<dynamo::Item>& start_key);
+  void on_sweep_reply(const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
+  void finish_sweep(Clock now, Actions& out);
+
+  LeaseConfig config_;
+  std::string worker_id_;
+  RandomSource& random_;
+  FaultHook& faults_;
+  uint64_t next_token_ = 1;
+  std::map<std::string, Held, std::less<>> held_;
+  std::map<std::string, Watch, std::less<>> watched_;
+  std::map<uint64_t, Pending> pending_;
+  std::set<std::string, std::less<>> acquiring_;
+  std::set<std::string, std::less<>> known_workers_;  // owners seen by the last sweep
+  std::set<std::string, std::less<>> sweep_workers_;
+  std::optional<Sweep> sweep_;
+  Instant next_reconcile_ = Instant::max();
+  bool draining_ = false;
+  bool drain_complete_ = false;
+};
+
+}  // namespace leaseproof::lease

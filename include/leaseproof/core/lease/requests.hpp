@@ -1,0 +1,69 @@
+#pragma once
+// The DynamoDB requests of the lease protocol, as pure functions, so that the
+// exact conditions are in one place (and visible in docs/lease-core.md).
+//
+// Lease item (table `connections`, key `pk` = "CONN#<id>"):
+//   desired_state        "STARTED" | "STOPPED"
+//   reconcile_shard      "STARTED#<k>" while STARTED (sparse GSI by_shard), absent otherwise
+//   ws_url               upstream URL
+//   lease_owner          worker id; absent when free
+//   lease_epoch          fencing token, +1 on every acquire
+//   lease_expires_at_ms  owner's wall clock + lease duration; 0 when released or new
+//   lease_counter        +1 on every acquire, renew and release (counter-mode expiry)
+//   last_seq             last sequence recorded (checkpoint), only increases
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <leaseproof/core/dynamo/types.hpp>
+#include <leaseproof/core/lease/config.hpp>
+
+namespace leaseproof::lease {
+
+inline constexpr const char* kStarted = "STARTED";
+inline constexpr const char* kStopped = "STOPPED";
+
+std::string connection_key(std::string_view connection);  // "CONN#<id>"
+std::string reconcile_shard(std::string_view connection, uint32_t shards);  // "STARTED#<k>"
+
+// What the acquirer knows about the lease it wants to take.
+struct AcquireBasis {
+  // Counter mode: the counter observed unchanged for a whole lease period.
+  std::optional<int64_t> observed_counter;
+};
+
+dynamo::Request acquire_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                int64_t now_wall_ms, const AcquireBasis& basis);
+dynamo::Request renew_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                              int64_t epoch, int64_t now_wall_ms);
+dynamo::Request release_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                int64_t epoch);
+dynamo::Request checkpoint_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                   int64_t epoch, int64_t sequence);
+dynamo::Request read_request(const LeaseConfig& config, std::string_view connection);
+// One page of the reconcile sweep: a shard of by_shard (core) or the expired
+// STARTED leases of by_state (seed).
+dynamo::Request reconcile_query(const LeaseConfig& config, uint32_t shard, int64_t now_wall_ms,
+                                const std::optional<dynamo::Item>& exclusive_start_key);
+
+// Table and item shapes for the control plane and tests.
+dynamo::Request create_table_request(const LeaseConfig& config);
+dynamo::Request create_connection_request(const LeaseConfig& config, std::string_view connection,
+                                          std::string_view ws_url);
+dynamo::Request stop_connection_request(const LeaseConfig& config, std::string_view connection);
+
+// A lease item as read back.
+struct LeaseView {
+  std::string connection;
+  std::string desired_state;
+  std::string owner;  // empty when free
+  int64_t epoch = 0;
+  int64_t expires_at_ms = 0;
+  int64_t counter = 0;
+  int64_t last_seq = 0;
+  std::string ws_url;
+};
+std::optional<LeaseView> parse_lease(const dynamo::Item& item);
+
+}  // namespace leaseproof::lease

@@ -1,0 +1,76 @@
+#include <leaseproof/core/lease/config.hpp>
+
+#include <fmt/format.h>
+
+namespace leaseproof::lease {
+
+std::string_view to_string(Algorithm algorithm) {
+  return algorithm == Algorithm::core ? "core" : "seed";
+}
+std::string_view to_string(ExpiryMode mode) { return mode == ExpiryMode::wall ? "wall" : "counter"; }
+
+std::string LeaseConfig::validate() const {
+  auto positive = [](Duration d) { return d > Duration::zero(); };
+  if (!positive(lease_duration)) return fmt::format("lease.lease_duration ({}) must be positive", lease_duration);
+  if (!positive(heartbeat_interval)) {
+    return fmt::format("lease.heartbeat_interval ({}) must be positive", heartbeat_interval);
+  }
+  if (heartbeat_interval >= lease_duration) {
+    return fmt::format("lease.heartbeat_interval ({}) must be shorter than lease.lease_duration ({})",
+                       heartbeat_interval, lease_duration);
+  }
+  if (!positive(reconcile_interval)) {
+    return fmt::format("lease.reconcile_interval ({}) must be positive", reconcile_interval);
+  }
+  if (reconcile_jitter_max.is_negative() || reconcile_jitter_max > reconcile_interval) {
+    return fmt::format("lease.reconcile_jitter_max ({}) must be between 0 and lease.reconcile_interval ({})",
+                       reconcile_jitter_max, reconcile_interval);
+  }
+  if (safety_margin.is_negative()) return fmt::format("lease.safety_margin ({}) must not be negative", safety_margin);
+  if (algorithm == Algorithm::core && safety_margin + heartbeat_interval >= lease_duration) {
+    return fmt::format(
+        "lease.safety_margin ({}) + lease.heartbeat_interval ({}) must be shorter than lease.lease_duration ({}): "
+        "the owner would stop acting before its next renew",
+        safety_margin, heartbeat_interval, lease_duration);
+  }
+  if (!positive(request_timeout) || request_timeout >= lease_duration) {
+    return fmt::format("lease.request_timeout ({}) must be positive and shorter than lease.lease_duration ({})",
+                       request_timeout, lease_duration);
+  }
+  if (!positive(retry_backoff)) return fmt::format("lease.retry_backoff ({}) must be positive", retry_backoff);
+  if (capacity == 0) return "lease.capacity must be at least 1";
+  if (acquire_per_round_max == 0) return "lease.acquire_per_round_max must be at least 1";
+  if (watchers_per_lease == 0) return "lease.watchers_per_lease must be at least 1";
+  if (query_page_items_max == 0 || query_pages_max == 0) {
+    return "lease.query_page_items_max and lease.query_pages_max must be at least 1";
+  }
+  if (table.shards == 0 || table.shards > 1000) return fmt::format("lease.table.shards ({}) must be 1..1000", table.shards);
+  return {};
+}
+
+Duration LeaseConfig::skew_tolerated() const {
+  if (algorithm == Algorithm::seed) return Duration::zero();
+  return safety_margin * 2;
+}
+
+int64_t LeaseConfig::drift_ppm_tolerated() const {
+  if (algorithm == Algorithm::seed) return 0;
+  // Owner and observer may each be off by the rate error over one lease;
+  // together that must stay within the two margins: 2 x L x e <= 2 x m.
+  return safety_margin.ns() * 1'000'000 / lease_duration.ns();
+}
+
+std::string LeaseConfig::assumptions() const {
+  if (algorithm == Algorithm::seed) {
+    return "seed algorithm: assumes perfectly synchronised wall clocks and no pauses (no margin, no fencing)";
+  }
+  const std::string common = "pauses of any length; lost and delayed replies; GSI lag";
+  if (expiry_mode == ExpiryMode::wall) {
+    return fmt::format("core/wall: wall-clock skew between workers at most {} (2 x safety margin {}); {}",
+                       skew_tolerated(), safety_margin, common);
+  }
+  return fmt::format("core/counter: clock rate error at most {} ppm (safety margin {} over lease {}); any wall skew; {}",
+                     drift_ppm_tolerated(), safety_margin, lease_duration, common);
+}
+
+}  // namespace leaseproof::lease

@@ -1,0 +1,300 @@
+// Holding leases: deadlines, renewals, re-reads, release and drain.
+#include <leaseproof/core/lease/manager.hpp>
+
+#include <algorithm>
+
+namespace leaseproof::lease {
+
+std::string_view to_string(RequestKind kind) {
+  switch (kind) {
+    case RequestKind::acquire: return "acquire";
+    case RequestKind::renew: return "renew";
+    case RequestKind::release: return "release";
+    case RequestKind::checkpoint: return "checkpoint";
+    case RequestKind::read: return "read";
+    case RequestKind::reconcile: return "reconcile";
+  }
+  LP_UNREACHABLE("request kind {}", static_cast<int>(kind));
+}
+
+std::string_view to_string(CloseReason reason) {
+  switch (reason) {
+    case CloseReason::released: return "released";
+    case CloseReason::deadline: return "deadline";
+    case CloseReason::lost: return "lost";
+    case CloseReason::drained: return "drained";
+    case CloseReason::stopped: return "stopped";
+  }
+  LP_UNREACHABLE("close reason {}", static_cast<int>(reason));
+}
+
+namespace {
+
+bool is_error(const dynamo::Result<dynamo::Response>* reply, std::string_view type) {
+  return reply != nullptr && !reply->ok() && reply->error().type == type;
+}
+
+// The lease item in a GetItem answer; nullopt when absent or not readable.
+std::optional<LeaseView> read_lease(const dynamo::Result<dynamo::Response>* reply) {
+  if (reply == nullptr || !reply->ok()) return std::nullopt;
+  const auto* get = std::get_if<dynamo::GetItemResponse>(&reply->value());
+  if (get == nullptr || !get->item) return std::nullopt;
+  return parse_lease(*get->item);
+}
+
+}  // namespace
+
+LeaseManager::LeaseManager(LeaseConfig config, std::string worker_id, RandomSource& random, FaultHook& faults)
+    : config_(std::move(config)), worker_id_(std::move(worker_id)), random_(random), faults_(faults) {
+  LP_ASSERT_MSG(config_.validate().empty(), "invalid lease config: {}", config_.validate());
+  LP_ASSERT(!worker_id_.empty());
+}
+
+void LeaseManager::start(Clock now, Actions& out) {
+  // A small random delay spreads a fleet that starts at once.
+  const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
+  next_reconcile_ = now.monotonic + Duration::from_ns(jitter);
+  on_timer(now, out);
+}
+
+Instant LeaseManager::deadline_of(const Held& held) const {
+  if (config_.algorithm == Algorithm::seed) return Instant::max();  // acts until a renew is refused
+  return held.confirmed_sent + config_.lease_duration - config_.safety_margin;
+}
+
+uint64_t LeaseManager::send(Actions& out, RequestKind kind, std::string_view connection, int64_t epoch,
+                            dynamo::Request request, Instant now_mono) {
+  const uint64_t token = next_token_++;
+  pending_.emplace(token, Pending{kind, std::string{connection}, now_mono, epoch, false});
+  out.push_back(DynamoCall{token, kind, std::string{connection}, epoch, std::move(request)});
+  return token;
+}
+
+void LeaseManager::close(std::string_view connection, Held& held, CloseReason reason, Actions& out) {
+  if (!held.open) return;
+  held.open = false;
+  out.push_back(CloseSession{std::string{connection}, held.epoch, reason});
+}
+
+// Every entry point runs this first: a worker that was paused, or whose
+// replies are late, stops acting before it does anything else.
+void LeaseManager::expire_deadlines(Clock now, Actions& out) {
+  for (auto it = held_.begin(); it != held_.end();) {
+    Held& held = it->second;
+    if (deadline_of(held) > now.monotonic || held.release_token != 0) {
+      ++it;
+      continue;
+    }
+    if (held.open) out.push_back(Mark{"lease.deadline_stop"});
+    close(it->first, held, CloseReason::deadline, out);
+    it = held_.erase(it);
+  }
+}
+
+// A confirmation (acquire or renew) sent at `sent` is in: the lease is ours
+// until sent + lease - margin. Opens the session if it is not open yet.
+void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent, Clock now, Actions& out) {
+  held.confirmed_sent = std::max(held.confirmed_sent, sent);
+  held.next_renew = held.confirmed_sent + config_.heartbeat_interval;
+  if (held.open || draining_) return;
+  if (deadline_of(held) <= now.monotonic) {
+    out.push_back(Mark{"lease.confirmed_too_late"});
+    held.next_renew = now.monotonic;  // renew at once; open when that is confirmed in time
+    return;
+  }
+  held.open = true;
+  out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url});
+}
+
+void LeaseManager::on_timer(Clock now, Actions& out) {
+  expire_deadlines(now, out);
+  if (draining_) return;
+  for (auto& [connection, held] : held_) {
+    if (held.renew_token == 0 && held.read_token == 0 && held.next_renew <= now.monotonic) renew(connection, held, now, out);
+  }
+  for (auto& [connection, watch] : watched_) {
+    if (watch.token == 0 && watch.check_at <= now.monotonic) check_watch(connection, watch, now, out);
+  }
+  if (!sweep_ && next_reconcile_ <= now.monotonic) start_sweep(now, out);
+}
+
+Instant LeaseManager::next_deadline() const {
+  Instant next = Instant::max();
+  for (const auto& [connection, held] : held_) {
+    if (held.release_token != 0) continue;
+    next = std::min(next, deadline_of(held));
+    if (!draining_ && held.renew_token == 0 && held.read_token == 0) next = std::min(next, held.next_renew);
+  }
+  if (draining_) return next;
+  for (const auto& [connection, watch] : watched_) {
+    if (watch.token == 0) next = std::min(next, watch.check_at);
+  }
+  if (!sweep_) next = std::min(next, next_reconcile_);
+  return next;
+}
+
+uint32_t LeaseManager::active_connections() const {
+  return static_cast<uint32_t>(std::count_if(held_.begin(), held_.end(), [](const auto& h) { return h.second.open; }));
+}
+
+bool LeaseManager::owns(std::string_view connection) const {
+  auto it = held_.find(connection);
+  return it != held_.end() && it->second.open;
+}
+
+void LeaseManager::renew(std::string_view connection, Held& held, Clock now, Actions& out) {
+  if (faults_.fire("lease.renew.skip")) {  // a missed heartbeat (a GC hiccup, a slow loop)
+    held.next_renew = now.monotonic + config_.heartbeat_interval;
+    return;
+  }
+  held.renew_sent = now.monotonic;
+  held.renew_expires_ms = now.wall.ms() + config_.lease_duration.ms();
+  held.renew_token = send(out, RequestKind::renew, connection, held.epoch,
+                          renew_request(config_, connection, worker_id_, held.epoch, now.wall.ms()), now.monotonic);
+}
+
+void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out) {
+  auto it = pending_.find(token);
+  LP_ASSERT_MSG(it != pending_.end(), "reply for unknown token {}", token);
+  const Pending pending = std::move(it->second);
+  pending_.erase(it);
+  expire_deadlines(now, out);
+  switch (pending.kind) {
+    case RequestKind::renew: on_renew_reply(pending, reply, now, out); break;
+    case RequestKind::acquire: on_acquire_reply(pending, reply, now, out); break;
+    case RequestKind::release: on_release_reply(pending, reply, now, out); break;
+    case RequestKind::reconcile: on_sweep_reply(reply, now, out); break;
+    case RequestKind::checkpoint:
+      if (is_error(reply, dynamo::error_type::conditional_check_failed)) out.push_back(Mark{"lease.checkpoint_fenced"});
+      break;
+    case RequestKind::read:
+      if (pending.acquire_read) {
+        on_acquire_read(pending, reply, now, out);
+      } else if (held_.contains(pending.connection) && held_.find(pending.connection)->second.read_token == token) {
+        on_held_read(pending, reply, now, out);
+      } else {
+        on_watch_read(pending, reply, now, out);
+      }
+      break;
+  }
+  on_timer(now, out);
+}
+
+void LeaseManager::on_renew_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                                  Actions& out) {
+  auto it = held_.find(pending.connection);
+  if (it == held_.end() || it->second.epoch != pending.epoch) {
+    out.push_back(Mark{"lease.renew_after_loss"});  // the deadline passed first
+    return;
+  }
+  Held& held = it->second;
+  held.renew_token = 0;
+  if (reply != nullptr && reply->ok()) {
+    confirm(pending.connection, held, pending.sent, now, out);
+    return;
+  }
+  if (is_error(reply, dynamo::error_type::provisioned_throughput_exceeded)) {
+    out.push_back(Mark{"lease.renew_throttled"});
+    held.next_renew = now.monotonic + config_.retry_backoff;
+    return;
+  }
+  if (config_.algorithm == Algorithm::seed) {
+    // The articles' loop: a refused renew ends ownership; anything else is
+    // retried at the next heartbeat while the worker keeps acting.
+    if (is_error(reply, dynamo::error_type::conditional_check_failed)) {
+      close(pending.connection, held, CloseReason::lost, out);
+      held_.erase(it);
+      return;
+    }
+    held.next_renew = now.monotonic + config_.heartbeat_interval;
+    return;
+  }
+  // Refused or unanswered: read the lease before concluding anything.
+  out.push_back(Mark{reply == nullptr ? "lease.renew_timeout_reread" : "lease.renew_refused_reread"});
+  held.read_token = send(out, RequestKind::read, pending.connection, held.epoch,
+                         read_request(config_, pending.connection), now.monotonic);
+}
+
+void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                                Actions& out) {
+  auto it = held_.find(pending.connection);
+  if (it == held_.end()) return;
+  Held& held = it->second;
+  held.read_token = 0;
+  if (reply == nullptr || (!reply->ok() && reply->error().type != dynamo::error_type::conditional_check_failed)) {
+    held.next_renew = now.monotonic + config_.retry_backoff;  // still unknown; the deadline protects us
+    return;
+  }
+  const std::optional<LeaseView> lease = read_lease(reply);
+  const bool ours = lease && lease->owner == worker_id_ && lease->epoch == held.epoch;
+  if (ours && lease->desired_state == kStarted) {
+    if (lease->expires_at_ms == held.renew_expires_ms) {
+      out.push_back(Mark{"lease.renew_confirmed_by_read"});  // it applied; only the reply was lost
+      confirm(pending.connection, held, held.renew_sent, now, out);
+    } else {
+      held.next_renew = now.monotonic;  // it did not apply: renew again
+    }
+    return;
+  }
+  out.push_back(Mark{"lease.lost"});
+  const bool stopped = lease && lease->desired_state == kStopped;
+  close(pending.connection, held, stopped ? CloseReason::stopped : CloseReason::lost, out);
+  held_.erase(it);
+}
+
+void LeaseManager::checkpoint(std::string_view connection, int64_t sequence, Clock now, Actions& out) {
+  expire_deadlines(now, out);
+  auto it = held_.find(connection);
+  if (it == held_.end() || !it->second.open) return;
+  send(out, RequestKind::checkpoint, connection, it->second.epoch,
+       checkpoint_request(config_, connection, worker_id_, it->second.epoch, sequence), now.monotonic);
+}
+
+// ---- drain ---------------------------------------------------------------------
+
+constexpr uint32_t kReleaseAttemptsMax = 3;
+
+void LeaseManager::on_sigterm(Clock now, Actions& out) {
+  expire_deadlines(now, out);
+  if (draining_) return;
+  draining_ = true;
+  out.push_back(Mark{"lease.drain"});
+  watched_.clear();
+  // Stop acting first: the release is only written once the session is closed.
+  for (auto& [connection, held] : held_) {
+    close(connection, held, CloseReason::drained, out);
+    release(connection, held, now, out);
+  }
+  finish_drain(out);
+}
+
+void LeaseManager::release(std::string_view connection, Held& held, Clock now, Actions& out) {
+  ++held.release_attempts;
+  held.release_token = send(out, RequestKind::release, connection, held.epoch,
+                            release_request(config_, connection, worker_id_, held.epoch), now.monotonic);
+}
+
+void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                                    Actions& out) {
+  auto it = held_.find(pending.connection);
+  if (it == held_.end()) return;
+  Held& held = it->second;
+  held.release_token = 0;
+  if (reply == nullptr && held.release_attempts < kReleaseAttemptsMax) {
+    release(pending.connection, held, now, out);  // conditional on our epoch: safe to repeat
+    return;
+  }
+  // Announce only a release that certainly applied: a lease that was not
+  // released is left to expire.
+  if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
+  held_.erase(it);
+  finish_drain(out);
+}
+
+void LeaseManager::finish_drain(Actions& out) {
+  if (!draining_ || drain_complete_ || !held_.empty()) return;
+  drain_complete_ = true;
+  out.push_back(DrainComplete{});
+}
+
+}  // namespace leaseproof::lease

@@ -1,0 +1,276 @@
+// Taking leases: reconcile sweeps, watching leases for expiry, acquiring.
+#include <leaseproof/core/lease/manager.hpp>
+
+#include <algorithm>
+
+namespace leaseproof::lease {
+namespace {
+
+bool is_error(const dynamo::Result<dynamo::Response>* reply, std::string_view type) {
+  return reply != nullptr && !reply->ok() && reply->error().type == type;
+}
+
+std::optional<LeaseView> item_lease(const std::optional<dynamo::Item>& item) {
+  if (!item) return std::nullopt;
+  return parse_lease(*item);
+}
+
+// Rendezvous hashing: a stable score of (connection, worker), so every worker
+// that knows the same set of workers picks the same watchers.
+uint64_t score(std::string_view connection, std::string_view worker) {
+  uint64_t hash = 0xCBF29CE484222325ULL;
+  auto mix = [&hash](std::string_view text) {
+    for (char c : text) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001B3ULL;
+    hash = (hash ^ 0xFF) * 0x100000001B3ULL;
+  };
+  mix(connection);
+  mix(worker);
+  hash ^= hash >> 31;
+  hash *= 0x7FB5D329728EA185ULL;
+  return hash ^ (hash >> 27);
+}
+
+Duration clamp(Duration value, Duration low, Duration high) { return std::min(std::max(value, low), high); }
+
+}  // namespace
+
+bool LeaseManager::has_room() const {
+  return !draining_ && held_.size() + acquiring_.size() < config_.capacity;
+}
+
+void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out) {
+  if (!has_room() || held_.contains(connection) || acquiring_.contains(connection)) return;
+  acquiring_.insert(std::string{connection});
+  const uint64_t token = send(out, RequestKind::acquire, connection, 0,
+                              acquire_request(config_, connection, worker_id_, now.wall.ms(), basis), now.monotonic);
+  if (auto it = watched_.find(connection); it != watched_.end()) it->second.token = token;
+}
+
+void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
+                                    Clock now, Actions& out) {
+  if (reply == nullptr && config_.algorithm == Algorithm::core) {
+    // Applied or not? Read it: the lease may be ours (acquire OR lease_owner = :me).
+    out.push_back(Mark{"lease.ambiguous_acquire"});
+    const uint64_t token = send(out, RequestKind::read, pending.connection, 0,
+                                read_request(config_, pending.connection), now.monotonic);
+    pending_.at(token).acquire_read = true;
+    pending_.at(token).sent = pending.sent;  // the acquire's send time bounds its deadline
+    return;
+  }
+  acquiring_.erase(pending.connection);
+  if (auto it = watched_.find(pending.connection); it != watched_.end()) it->second.token = 0;
+  if (reply == nullptr || !reply->ok()) {
+    if (is_error(reply, dynamo::error_type::conditional_check_failed)) {
+      out.push_back(Mark{"lease.acquire_refused"});
+      if (auto lease = item_lease(reply->error().item)) observe(*lease, now, out, false);
+    }
+    return;
+  }
+  const auto& update = std::get<dynamo::UpdateItemResponse>(reply->value());
+  const std::optional<LeaseView> lease = item_lease(update.attributes);
+  Held held;
+  held.epoch = lease ? lease->epoch : 0;
+  held.ws_url = lease ? lease->ws_url : std::string{};
+  watched_.erase(pending.connection);
+  auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
+  confirm(pending.connection, it->second, pending.sent, now, out);
+}
+
+void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
+                                   Clock now, Actions& out) {
+  acquiring_.erase(pending.connection);
+  const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
+  const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;
+  if (!lease || lease->owner != worker_id_) {
+    if (auto it = watched_.find(pending.connection); it != watched_.end()) it->second.token = 0;
+    if (lease) observe(*lease, now, out, false);
+    return;
+  }
+  out.push_back(Mark{"lease.ambiguous_acquire_was_ours"});
+  Held held;
+  held.epoch = lease->epoch;
+  held.ws_url = lease->ws_url;
+  watched_.erase(pending.connection);
+  auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
+  confirm(pending.connection, it->second, pending.sent, now, out);
+}
+
+void LeaseManager::on_released(std::string_view connection, Clock now, Actions& out) {
+  expire_deadlines(now, out);
+  acquire(connection, AcquireBasis{}, now, out);
+}
+
+// ---- watching ------------------------------------------------------------------
+
+// Whether this worker is one of the lease's watchers: the top
+// watchers_per_lease workers by rendezvous score among the workers seen
+// owning leases (and this one), the lease's owner excluded.
+bool LeaseManager::watches(const LeaseView& lease) const {
+  std::vector<std::pair<uint64_t, std::string_view>> ranked;
+  auto consider = [&](std::string_view worker) {
+    if (worker != lease.owner) ranked.emplace_back(score(lease.connection, worker), worker);
+  };
+  consider(worker_id_);
+  for (const std::string& worker : known_workers_) {
+    if (worker != worker_id_) consider(worker);
+  }
+  const size_t keep = std::min<size_t>(config_.watchers_per_lease, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
+                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  for (size_t i = 0; i < keep; ++i) {
+    if (ranked[i].second == worker_id_) return true;
+  }
+  return false;
+}
+
+// Records what a read or a sweep showed of someone else's lease, and decides
+// when to look again or whether to take it now.
+void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool from_sweep) {
+  if (config_.algorithm == Algorithm::seed) return;  // the articles only reconcile
+  if (lease.desired_state != kStarted || held_.contains(lease.connection)) {
+    watched_.erase(lease.connection);
+    return;
+  }
+  if (lease.owner.empty()) {
+    take_over(lease.connection, lease, now, out);
+    return;
+  }
+  if (from_sweep && !watches(lease)) {
+    watched_.erase(lease.connection);
+    return;
+  }
+  auto [it, inserted] = watched_.try_emplace(lease.connection);
+  Watch& watch = it->second;
+  if (inserted || watch.counter != lease.counter || watch.owner != lease.owner) {
+    watch.first_seen = now.monotonic;  // a new value: the clock starts again
+  }
+  watch.owner = lease.owner;
+  watch.counter = lease.counter;
+  watch.expires_ms = lease.expires_at_ms;
+  const Duration margin = config_.safety_margin;
+  // When the owner's own stamp says the lease ends (a hint in counter mode,
+  // the rule in wall mode), plus the margin.
+  const Duration until_expiry = Duration::from_ms(lease.expires_at_ms - now.wall.ms()) + margin;
+  if (config_.expiry_mode == ExpiryMode::wall) {
+    if (until_expiry < Duration::zero()) {
+      take_over(lease.connection, lease, now, out);
+      return;
+    }
+    watch.check_at = now.monotonic + until_expiry + Duration::from_ms(1);
+    return;
+  }
+  const Instant unchanged_long_enough = watch.first_seen + config_.lease_duration + margin;
+  if (unchanged_long_enough <= now.monotonic) {
+    take_over(lease.connection, lease, now, out);
+    return;
+  }
+  const Duration hint = clamp(until_expiry, Duration::from_ms(100), config_.lease_duration + margin);
+  watch.check_at = std::min(unchanged_long_enough, now.monotonic + hint);
+}
+
+void LeaseManager::take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out) {
+  AcquireBasis basis;
+  if (config_.expiry_mode == ExpiryMode::counter && !lease.owner.empty()) basis.observed_counter = lease.counter;
+  if (!lease.owner.empty()) out.push_back(Mark{"lease.takeover_expired"});
+  if (!has_room()) {
+    watched_.erase(connection);
+    return;
+  }
+  acquire(connection, basis, now, out);
+}
+
+void LeaseManager::check_watch(const std::string& connection, Watch& watch, Clock now, Actions& out) {
+  watch.check_at = Instant::max();
+  if (!has_room()) return;
+  watch.token = send(out, RequestKind::read, connection, 0, read_request(config_, connection), now.monotonic);
+}
+
+void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                                 Actions& out) {
+  auto it = watched_.find(pending.connection);
+  if (it == watched_.end()) return;
+  it->second.token = 0;
+  const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
+  if (get == nullptr) {
+    it->second.check_at = now.monotonic + config_.retry_backoff;
+    return;
+  }
+  const std::optional<LeaseView> lease = item_lease(get->item);
+  if (!lease) {
+    watched_.erase(it);
+    return;
+  }
+  observe(*lease, now, out, false);
+}
+
+// ---- reconcile sweeps ----------------------------------------------------------
+
+void LeaseManager::start_sweep(Clock now, Actions& out) {
+  sweep_ = Sweep{};
+  sweep_workers_.clear();
+  query_page(now, out, std::nullopt);
+}
+
+void LeaseManager::query_page(Clock now, Actions& out, const std::optional<dynamo::Item>& start_key) {
+  ++sweep_->pages;
+  sweep_->token = send(out, RequestKind::reconcile, "", 0,
+                       reconcile_query(config_, sweep_->shard, now.wall.ms(), start_key), now.monotonic);
+}
+
+void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out) {
+  if (!sweep_) return;
+  const auto* query = reply != nullptr && reply->ok() ? std::get_if<dynamo::QueryResponse>(&reply->value()) : nullptr;
+  if (query == nullptr) {
+    out.push_back(Mark{"lease.reconcile_failed"});
+    finish_sweep(now, out);  // try again next round
+    return;
+  }
+  for (const dynamo::Item& item : query->items.value_or(std::vector<dynamo::Item>{})) {
+    std::optional<LeaseView> lease = parse_lease(item);
+    if (!lease) continue;
+    if (!lease->owner.empty()) sweep_workers_.insert(lease->owner);
+    if (lease->owner == worker_id_) continue;
+    if (config_.algorithm == Algorithm::seed) {
+      sweep_->free.push_back(std::move(*lease));  // the seed's query returns expired leases only
+      continue;
+    }
+    lease->desired_state = kStarted;  // the shard index only holds STARTED items
+    if (lease->owner.empty()) {
+      sweep_->free.push_back(std::move(*lease));
+    } else {
+      observe(*lease, now, out, true);
+    }
+  }
+  const bool more_pages = query->last_evaluated_key.has_value() && sweep_->pages < config_.query_pages_max;
+  if (more_pages) {
+    query_page(now, out, query->last_evaluated_key);
+    return;
+  }
+  const bool more_shards = config_.algorithm == Algorithm::core && sweep_->shard + 1 < config_.table.shards;
+  if (more_shards) {
+    ++sweep_->shard;
+    sweep_->pages = 0;
+    query_page(now, out, std::nullopt);
+    return;
+  }
+  finish_sweep(now, out);
+}
+
+void LeaseManager::finish_sweep(Clock now, Actions& out) {
+  std::vector<LeaseView> free = std::move(sweep_->free);
+  sweep_.reset();
+  known_workers_ = sweep_workers_;
+  // Random order, so that workers sweeping at the same time spread out.
+  for (size_t i = free.size(); i > 1; --i) std::swap(free[i - 1], free[random_.below(i)]);
+  uint32_t started = 0;
+  for (const LeaseView& lease : free) {
+    if (started == config_.acquire_per_round_max || !has_room()) break;
+    if (held_.contains(lease.connection) || acquiring_.contains(lease.connection)) continue;
+    acquire(lease.connection, AcquireBasis{}, now, out);
+    ++started;
+  }
+  const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
+  next_reconcile_ = now.monotonic + config_.reconcile_interval + Duration::from_ns(jitter);
+}
+
+}  // namespace leaseproof::lease

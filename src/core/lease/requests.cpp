@@ -1,0 +1,236 @@
+#include <leaseproof/core/lease/requests.hpp>
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace leaseproof::lease {
+namespace {
+
+using dynamo::AttributeValue;
+using dynamo::Item;
+
+AttributeValue S(std::string_view text) { return AttributeValue::string(std::string{text}); }
+AttributeValue N(int64_t value) { return AttributeValue::number(value); }
+
+Item key_of(std::string_view connection) { return Item{{"pk", S(connection_key(connection))}}; }
+
+dynamo::UpdateItemRequest update(const LeaseConfig& config, std::string_view connection) {
+  dynamo::UpdateItemRequest request;
+  request.table_name = config.table.name;
+  request.key = key_of(connection);
+  return request;
+}
+
+std::optional<int64_t> integer(const Item& item, const char* name) {
+  auto it = item.find(name);
+  if (it == item.end() || !it->second.is(dynamo::AttributeType::n)) return std::nullopt;
+  int64_t value = 0;
+  const std::string& text = it->second.text();
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::string text(const Item& item, const char* name) {
+  auto it = item.find(name);
+  return it != item.end() && it->second.is(dynamo::AttributeType::s) ? it->second.text() : std::string{};
+}
+
+}  // namespace
+
+std::string connection_key(std::string_view connection) { return fmt::format("CONN#{}", connection); }
+
+std::string reconcile_shard(std::string_view connection, uint32_t shards) {
+  // FNV-1a: stable across builds and platforms, so shards never move.
+  uint32_t hash = 2166136261u;
+  for (char c : connection) hash = (hash ^ static_cast<uint8_t>(c)) * 16777619u;
+  return fmt::format("{}#{}", kStarted, hash % shards);
+}
+
+dynamo::Request acquire_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                int64_t now_wall_ms, const AcquireBasis& basis) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  auto& values = request.write.expression_attribute_values;
+  values[":me"] = S(worker);
+  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
+  if (config.algorithm == Algorithm::seed) {
+    // The articles' acquire, verbatim in substance: no margin, no epoch, an
+    // owner whose acquire reply was lost cannot retry.
+    request.update_expression = "SET lease_owner = :me, lease_expires_at_ms = :exp";
+    request.write.condition_expression = "attribute_not_exists(lease_owner) OR lease_expires_at_ms < :now";
+    values[":now"] = N(now_wall_ms);
+    return request;
+  }
+  request.update_expression =
+      "SET lease_owner = :me, lease_expires_at_ms = :exp, lease_epoch = if_not_exists(lease_epoch, :zero) + :one "
+      "ADD lease_counter :one";
+  values[":one"] = N(1);
+  values[":zero"] = N(0);
+  values[":started"] = S(kStarted);
+  std::string expiry;
+  if (basis.observed_counter) {
+    expiry = "lease_counter = :counter";
+    values[":counter"] = N(*basis.observed_counter);
+  } else {
+    expiry = "lease_expires_at_ms < :expired_before";
+    values[":expired_before"] = N(now_wall_ms - config.safety_margin.ms());
+  }
+  // "OR lease_owner = :me": an acquire retried after a lost reply succeeds.
+  request.write.condition_expression = fmt::format(
+      "desired_state = :started AND (attribute_not_exists(lease_owner) OR lease_owner = :me OR {})", expiry);
+  request.write.return_values = dynamo::ReturnValues::all_new;
+  request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
+  return request;
+}
+
+dynamo::Request renew_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                              int64_t epoch, int64_t now_wall_ms) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  auto& values = request.write.expression_attribute_values;
+  values[":me"] = S(worker);
+  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
+  if (config.algorithm == Algorithm::seed) {
+    request.update_expression = "SET lease_expires_at_ms = :exp";
+    request.write.condition_expression = "lease_owner = :me";
+    return request;
+  }
+  request.update_expression = "SET lease_expires_at_ms = :exp ADD lease_counter :one";
+  request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started";
+  values[":epoch"] = N(epoch);
+  values[":one"] = N(1);
+  values[":started"] = S(kStarted);
+  return request;
+}
+
+dynamo::Request release_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                int64_t epoch) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  auto& values = request.write.expression_attribute_values;
+  values[":me"] = S(worker);
+  values[":zero"] = N(0);
+  if (config.algorithm == Algorithm::seed) {
+    request.update_expression = "SET lease_expires_at_ms = :zero";
+    request.write.condition_expression = "lease_owner = :me";
+    return request;
+  }
+  request.update_expression = "SET lease_expires_at_ms = :zero REMOVE lease_owner ADD lease_counter :one";
+  request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch";
+  values[":epoch"] = N(epoch);
+  values[":one"] = N(1);
+  return request;
+}
+
+dynamo::Request checkpoint_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
+                                   int64_t epoch, int64_t sequence) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  request.update_expression = "SET last_seq = :seq";
+  auto& values = request.write.expression_attribute_values;
+  values[":seq"] = N(sequence);
+  if (config.algorithm == Algorithm::seed) return request;  // unconditional, as in the articles
+  request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND last_seq < :seq";
+  values[":me"] = S(worker);
+  values[":epoch"] = N(epoch);
+  return request;
+}
+
+dynamo::Request read_request(const LeaseConfig& config, std::string_view connection) {
+  dynamo::GetItemRequest request;
+  request.table_name = config.table.name;
+  request.key = key_of(connection);
+  request.consistent_read = true;
+  return request;
+}
+
+dynamo::Request reconcile_query(const LeaseConfig& config, uint32_t shard, int64_t now_wall_ms,
+                                const std::optional<dynamo::Item>& exclusive_start_key) {
+  dynamo::QueryRequest request;
+  request.table_name = config.table.name;
+  request.limit = config.query_page_items_max;
+  request.exclusive_start_key = exclusive_start_key;
+  if (config.algorithm == Algorithm::seed) {
+    request.index_name = config.table.state_index;
+    request.key_condition_expression = "desired_state = :started AND lease_expires_at_ms < :now";
+    request.expression_attribute_values = {{":started", S(kStarted)}, {":now", N(now_wall_ms)}};
+    return request;
+  }
+  request.index_name = config.table.shard_index;
+  request.key_condition_expression = "reconcile_shard = :shard";
+  request.expression_attribute_values = {{":shard", S(fmt::format("{}#{}", kStarted, shard))}};
+  return request;
+}
+
+dynamo::Request create_table_request(const LeaseConfig& config) {
+  using dynamo::AttributeDefinition;
+  using dynamo::KeySchemaElement;
+  using dynamo::KeyType;
+  using dynamo::ScalarAttributeType;
+  dynamo::CreateTableRequest request;
+  request.table_name = config.table.name;
+  request.billing_mode = dynamo::BillingMode::pay_per_request;
+  request.key_schema = {KeySchemaElement{"pk", KeyType::hash}};
+  request.attribute_definitions = {AttributeDefinition{"pk", ScalarAttributeType::s}};
+  dynamo::GlobalSecondaryIndex index;
+  if (config.algorithm == Algorithm::seed) {
+    // The articles' GSI: every heartbeat moves the item within it (a key change).
+    index.index_name = config.table.state_index;
+    index.key_schema = {KeySchemaElement{"desired_state", KeyType::hash},
+                        KeySchemaElement{"lease_expires_at_ms", KeyType::range}};
+    index.projection.projection_type = dynamo::ProjectionType::all;
+    request.attribute_definitions.push_back(AttributeDefinition{"desired_state", ScalarAttributeType::s});
+    request.attribute_definitions.push_back(AttributeDefinition{"lease_expires_at_ms", ScalarAttributeType::n});
+  } else {
+    // Sharded, sparse, and keyed on attributes a heartbeat never changes: a
+    // heartbeat updates the projected copy in place (one GSI write), never
+    // moves it (two), and spreads over `shards` partitions.
+    index.index_name = config.table.shard_index;
+    index.key_schema = {KeySchemaElement{"reconcile_shard", KeyType::hash}, KeySchemaElement{"pk", KeyType::range}};
+    index.projection.projection_type = dynamo::ProjectionType::include;
+    index.projection.non_key_attributes = {"lease_owner", "lease_epoch", "lease_expires_at_ms", "lease_counter"};
+    request.attribute_definitions.push_back(AttributeDefinition{"reconcile_shard", ScalarAttributeType::s});
+  }
+  request.global_secondary_indexes = {index};
+  return request;
+}
+
+dynamo::Request create_connection_request(const LeaseConfig& config, std::string_view connection,
+                                          std::string_view ws_url) {
+  dynamo::PutItemRequest request;
+  request.table_name = config.table.name;
+  // lease_expires_at_ms = 0 from the start: the seed's sparse GSI on
+  // (desired_state, lease_expires_at_ms) would never show the item otherwise.
+  request.item = Item{{"pk", S(connection_key(connection))},     {"desired_state", S(kStarted)},
+                      {"ws_url", S(ws_url)},                     {"lease_epoch", N(0)},
+                      {"lease_expires_at_ms", N(0)},             {"lease_counter", N(0)},
+                      {"last_seq", N(0)}};
+  if (config.algorithm == Algorithm::core) {
+    request.item["reconcile_shard"] = S(reconcile_shard(connection, config.table.shards));
+  }
+  request.write.condition_expression = "attribute_not_exists(pk)";
+  return request;
+}
+
+dynamo::Request stop_connection_request(const LeaseConfig& config, std::string_view connection) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  request.update_expression = "SET desired_state = :stopped REMOVE reconcile_shard";
+  request.write.expression_attribute_values = {{":stopped", S(kStopped)}};
+  request.write.condition_expression = "attribute_exists(pk)";
+  return request;
+}
+
+std::optional<LeaseView> parse_lease(const Item& item) {
+  const std::string key = text(item, "pk");
+  if (!key.starts_with("CONN#")) return std::nullopt;
+  LeaseView view;
+  view.connection = key.substr(5);
+  view.desired_state = text(item, "desired_state");
+  view.owner = text(item, "lease_owner");
+  view.epoch = integer(item, "lease_epoch").value_or(0);
+  view.expires_at_ms = integer(item, "lease_expires_at_ms").value_or(0);
+  view.counter = integer(item, "lease_counter").value_or(0);
+  view.last_seq = integer(item, "last_seq").value_or(0);
+  view.ws_url = text(item, "ws_url");
+  return view;
+}
+
+}  // namespace leaseproof::lease
