@@ -95,7 +95,18 @@ TEST_F(DynamoStoreTransact, RejectsMoreThanOneHundredActions) {
 TEST_F(DynamoStoreTransact, BatchWriteLimitsAndDuplicates) {
   dynamo::BatchWriteItemRequest request;
   for (int i = 0; i < 26; ++i) request.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
-  EXPECT_EQ(error_message(store_.apply(request, now_)), "Too many items requested for the BatchWriteItem call");
+  // Over 25 for one table: the request's shape is invalid (DynamoDB's wording).
+  EXPECT_EQ(error_message(store_.apply(request, now_)),
+            "1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must "
+            "satisfy constraint: [Member must have length less than or equal to 25, Member must have length greater "
+            "than or equal to 1]");
+  // Over 25 across tables: the batch limit.
+  dynamo::BatchWriteItemRequest split;
+  for (int i = 0; i < 13; ++i) {
+    split.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("a" + std::to_string(i))}}});
+    split.request_items["other"].push_back(dynamo::PutRequest{{{"pk", S("b" + std::to_string(i))}}});
+  }
+  EXPECT_EQ(error_message(store_.apply(split, now_)), "Too many items requested for the BatchWriteItem call");
   request.request_items["leases"].resize(24);
   request.request_items["leases"].push_back(dynamo::DeleteRequest{{{"pk", S("k0")}}});
   EXPECT_EQ(error_message(store_.apply(request, now_)), "Provided list of item keys contains duplicates");
