@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <optional>
 #include <string>
 
@@ -83,10 +84,45 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 struct RunArgs {
   std::string seed;
-  std::string scenario = "kernel";
+  std::string scenario = "lease-swarm";
   std::string trace_path;
   std::string duration;
+  std::string params;       // JSON object
+  std::string config_path;  // JSON file
+  std::string algorithm;    // shorthand for params {"algorithm": ...}
+  std::string expiry;
 };
+
+// Scenario parameters from --config FILE, then --params JSON, then the
+// shorthand flags; each later source overrides fields of the earlier.
+nlohmann::json scenario_parameters(const RunArgs& args) {
+  nlohmann::json parameters = nlohmann::json::object();
+  auto merge = [&](const std::string& text, std::string_view source) {
+    nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object()) {
+      throw UsageError{fmt::format("{}: not a JSON object", source)};
+    }
+    for (const auto& [key, value] : json.items()) parameters[key] = value;
+  };
+  if (!args.config_path.empty()) {
+    std::ifstream in{args.config_path};
+    if (!in) throw UsageError{fmt::format("--config: cannot read '{}'", args.config_path)};
+    std::stringstream text;
+    text << in.rdbuf();
+    merge(text.str(), fmt::format("--config '{}'", args.config_path));
+  }
+  if (!args.params.empty()) merge(args.params, "--params");
+  if (!args.algorithm.empty()) parameters["algorithm"] = args.algorithm;
+  if (!args.expiry.empty()) parameters["expiry"] = args.expiry;
+  return parameters;
+}
+
+void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config) {
+  if (!scenario.validate) return;
+  if (std::string error = scenario.validate(config); !error.empty()) {
+    throw UsageError{fmt::format("scenario {}: {}", scenario.name, error)};
+  }
+}
 
 void print_result(const scenarios::RunResult& result, double wall_seconds) {
   fmt::print("options: {}\n", result.options);
@@ -110,6 +146,8 @@ int run_command(const RunArgs& args) {
   const scenarios::Scenario& scenario = parse_scenario(args.scenario);
   config.duration = args.duration.empty() ? scenario.default_duration
                                           : parse_positive_duration(args.duration, "--duration");
+  config.parameters = scenario_parameters(args);
+  validate_config(scenario, config);
   // The trace goes to a temporary file, renamed into place only when the run
   // completed: a reader never sees half a trace under the requested name.
   std::ofstream trace_file;
@@ -145,6 +183,7 @@ struct DeterminismArgs {
   std::string seeds;
   std::string scenario = "kernel";
   std::string duration;
+  RunArgs parameters;  // --params, --config, --algorithm, --expiry
   bool print_hashes = false;
   unsigned jobs = 0;  // 0: one per core
 };
@@ -154,6 +193,14 @@ int check_determinism_command(const DeterminismArgs& args) {
   const scenarios::Scenario& scenario = parse_scenario(args.scenario);
   const Duration duration = args.duration.empty() ? scenario.default_duration
                                                   : parse_positive_duration(args.duration, "--duration");
+  const nlohmann::json parameters = scenario_parameters(args.parameters);
+  {
+    scenarios::RunConfig probe;
+    probe.seed = first_seed;
+    probe.duration = duration;
+    probe.parameters = parameters;
+    validate_config(scenario, probe);
+  }
   fmt::print("leaseproof check-determinism: scenario {}, seeds {}..{}, duration {}, each seed run twice\n",
              scenario.name, first_seed, last_seed, leaseproof::format_duration(duration));
   std::fflush(stdout);
@@ -170,6 +217,7 @@ int check_determinism_command(const DeterminismArgs& args) {
         scenarios::RunConfig config;
         config.seed = first_seed + i;
         config.duration = duration;
+        config.parameters = parameters;
         checks[i] = scenarios::check_determinism(scenario, config);
       }
     });
@@ -231,6 +279,16 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)")
       ->type_name("DURATION");
+  auto add_parameter_flags = [](CLI::App* command, RunArgs& target) {
+    command->add_option("--params", target.params, "Scenario parameters as a JSON object (docs/scenarios.md)")
+        ->type_name("JSON");
+    command->add_option("--config", target.config_path, "Scenario parameters from a JSON file")->type_name("FILE");
+    command->add_option("--algorithm", target.algorithm, "Lease algorithm: core (this project's) or seed (the articles')")
+        ->check(CLI::IsMember({"core", "seed"}));
+    command->add_option("--expiry", target.expiry, "Expiry mode of the core: wall or counter")
+        ->check(CLI::IsMember({"wall", "counter"}));
+  };
+  add_parameter_flags(run, run_args);
 
   DeterminismArgs det_args;
   CLI::App* det = app.add_subcommand("check-determinism", "Run each seed twice and compare trace hashes");
@@ -239,6 +297,7 @@ int main(int argc, char** argv) {
   det->add_option("--duration", det_args.duration, "Simulated time per run (default: the scenario's)")
       ->type_name("DURATION");
   det->add_flag("--print-hashes", det_args.print_hashes, "Print each seed's trace hash");
+  add_parameter_flags(det, det_args.parameters);
   det->add_option("--jobs", det_args.jobs, "Threads (default: one per core)")
       ->check(CLI::Range(1u, 256u))
       ->type_name("N");

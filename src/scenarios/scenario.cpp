@@ -1,10 +1,12 @@
 #include <leaseproof/scenarios/scenario.hpp>
 
 #include <array>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include <leaseproof/scenarios/kernel.hpp>
+#include <leaseproof/scenarios/lease.hpp>
 
 namespace leaseproof::scenarios {
 
@@ -15,8 +17,45 @@ uint64_t RunResult::counter(std::string_view name) const {
   LP_UNREACHABLE("no counter named '{}'", name);
 }
 
+namespace {
+
+std::string no_parameters(const RunConfig& config) {
+  if (config.parameters.empty()) return {};
+  return "this scenario takes no parameters";
+}
+
+// Options of a lease scenario: its preset, the parameters on top, the
+// duration flag last.
+std::string lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options) {
+  options = *lease_preset(name, config.seed);
+  if (std::string error = apply_parameters(config.parameters, options); !error.empty()) return error;
+  if (config.duration) options.duration = *config.duration;
+  if (options.heal_at && *options.heal_at > options.duration) options.heal_at.reset();
+  finish_preset(name, config.seed, options);
+  return options.validate();
+}
+
+Scenario lease_scenario(std::string_view name, std::string_view summary, Duration duration) {
+  return Scenario{name, summary, duration,
+                  [name](const RunConfig& config) {
+                    LeaseScenarioOptions options;
+                    const std::string error = lease_options(name, config, options);
+                    LP_ASSERT_MSG(error.empty(), "unchecked parameters: {}", error);
+                    RunResult result = run_lease(options, config);
+                    result.scenario = std::string{name};
+                    result.parameters = config.parameters;
+                    return result;
+                  },
+                  [name](const RunConfig& config) {
+                    LeaseScenarioOptions options;
+                    return lease_options(name, config, options);
+                  }};
+}
+
+}  // namespace
+
 std::span<const Scenario> scenarios() {
-  static const std::array<Scenario, 1> kScenarios{{
+  static const std::vector<Scenario> kScenarios{
       {"kernel",
        "clients and servers exchanging timed requests under skew, loss, partitions, crashes, pauses and "
        "SIGTERM (exercises sim/ alone)",
@@ -26,8 +65,19 @@ std::span<const Scenario> scenarios() {
          RunResult result = run_kernel(kernel_options_from_seed(config.seed, duration), config);
          result.scenario = "kernel";
          return result;
-       }},
-  }};
+       },
+       no_parameters},
+      lease_scenario("lease-swarm", "a random mix of every fault, inside the algorithm's assumptions (3-5 workers, 50 connections)", Duration::from_min(10)),
+      lease_scenario("lease-steady", "10 workers, 500 connections, no faults", Duration::from_h(1)),
+      lease_scenario("lease-crash", "the reference fleet with a worker crash every 10 minutes", Duration::from_h(1)),
+      lease_scenario("lease-deploy", "a rolling deploy of the whole fleet at 20 minutes (SIGTERM, drain, handover)", Duration::from_h(1)),
+      lease_scenario("lease-scale", "2 workers, 1,500 connections, target-tracking autoscaler at 700 per task", Duration::from_h(1)),
+      lease_scenario("lease-skew", "worker clocks skewed within the wall mode's margin, with drift", Duration::from_h(1)),
+      lease_scenario("lease-pause", "stop-the-world pauses of 25 s and 90 s, longer than the lease", Duration::from_h(1)),
+      lease_scenario("lease-throttle", "DynamoDB partitions limited to 40 WCU/s: throttled renews", Duration::from_h(1)),
+      lease_scenario("lease-partition", "one worker cut from DynamoDB for 60 s while its upstream stays up", Duration::from_h(1)),
+      lease_scenario("lease-lost-replies", "2% of messages lost: ambiguous acquires and renews", Duration::from_h(1)),
+  };
   return kScenarios;
 }
 
@@ -84,8 +134,10 @@ DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
 }
 
 std::string reproduce_command(const RunResult& result) {
-  return fmt::format("leaseproof run --seed {} --scenario {} --duration {}", result.seed, result.scenario,
-                     format_duration(result.duration));
+  std::string command = fmt::format("leaseproof run --seed {} --scenario {} --duration {}", result.seed,
+                                    result.scenario, format_duration(result.duration));
+  if (!result.parameters.empty()) command += fmt::format(" --params '{}'", result.parameters.dump());
+  return command;
 }
 
 }  // namespace leaseproof::scenarios

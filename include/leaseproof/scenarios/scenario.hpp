@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <leaseproof/base/time.hpp>
 
 namespace leaseproof::sim {
@@ -24,6 +26,8 @@ namespace leaseproof::scenarios {
 struct RunConfig {
   uint64_t seed = 0;
   std::optional<Duration> duration;  // the scenario's default when unset
+  // Scenario parameters (a JSON object; fields per scenario, docs/scenarios.md).
+  nlohmann::json parameters = nlohmann::json::object();
   std::ostream* trace_jsonl = nullptr;
   bool keep_digests = false;  // per-event running hashes, to locate a divergence
   bool keep_lines = false;    // every event as a JSON line, in memory
@@ -35,6 +39,7 @@ struct RunConfig {
 struct RunResult {
   std::string scenario;
   uint64_t seed = 0;
+  nlohmann::json parameters = nlohmann::json::object();
   Duration duration;
   std::string options;                 // the derived option set, human readable
   uint64_t trace_hash = 0;
@@ -54,6 +59,9 @@ struct Scenario {
   std::string_view summary;
   Duration default_duration;
   std::function<RunResult(const RunConfig&)> run;
+  // Empty when the config's parameters are valid for this scenario; otherwise
+  // the error, naming the field. Checked before running.
+  std::function<std::string(const RunConfig&)> validate;
 };
 
 std::span<const Scenario> scenarios();

@@ -1,0 +1,97 @@
+#pragma once
+// A fleet worker in the simulation: the production lease core (core/lease),
+// unchanged, wrapped in a simulated process with its node's clock, network,
+// randomness and fault sites. It talks to DynamoDB and SQS over the simulated
+// network and tells the upstream hub when it opens and closes sessions. The
+// trace events it writes are the contract in docs/trace-format.md.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <leaseproof/base/random.hpp>
+#include <leaseproof/core/lease/manager.hpp>
+#include <leaseproof/sim/faults.hpp>
+#include <leaseproof/sim/world.hpp>
+
+namespace leaseproof::models {
+
+struct WorkerEnvironment {
+  lease::LeaseConfig config;
+  NodeId dynamo;
+  NodeId sqs;
+  NodeId upstream;
+  std::string release_queue = "releases";
+  bool notify_releases = true;  // the seed algorithm does not use SQS
+  Duration sqs_poll_interval = Duration::from_ms(500);
+  // Fault sites the core reaches through its FaultHook, by name.
+  std::map<std::string, sim::FaultSiteId, std::less<>> fault_sites;
+};
+
+struct SessionPayload final : sim::Payload {
+  SessionPayload(std::string c, std::string w) : connection(std::move(c)), worker(std::move(w)) {}
+  std::string connection;
+  std::string worker;
+};
+
+class WorkerProcess final : public sim::Process {
+ public:
+  explicit WorkerProcess(const WorkerEnvironment& environment) : environment_(environment) {}
+
+  void on_start(sim::NodeContext& context) override;
+  void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
+  void on_sigterm(sim::NodeContext& context) override;
+
+  // The ActiveConnections metric (0 before start).
+  uint32_t active_connections() const { return manager_ ? manager_->active_connections() : 0; }
+  const std::string& worker_id() const { return worker_id_; }
+
+ private:
+  class Random final : public RandomSource {
+   public:
+    explicit Random(sim::NodeContext& context) : context_(context) {}
+    uint64_t below(uint64_t bound) override { return context_.prng().below(bound); }
+
+   private:
+    sim::NodeContext& context_;
+  };
+  class Faults final : public FaultHook {
+   public:
+    Faults(sim::NodeContext& context, const WorkerEnvironment& environment)
+        : context_(context), environment_(environment) {}
+    bool fire(const char* site) override;
+
+   private:
+    sim::NodeContext& context_;
+    const WorkerEnvironment& environment_;
+  };
+
+  template <typename Step>
+  void run(Step step);
+  void apply(lease::Actions& actions);
+  void schedule_timer();
+  void poll_releases();
+
+  const WorkerEnvironment& environment_;
+  sim::NodeContext* context_ = nullptr;
+  std::unique_ptr<Random> random_;
+  std::unique_ptr<Faults> faults_;
+  std::optional<lease::LeaseManager> manager_;
+  std::string worker_id_;
+  uint64_t timer_ = 0;
+  Instant timer_at_ = Instant::max();
+};
+
+// The hub's side of sessions, as the minimal upstream endpoint: it records
+// which workers have a session open per connection and counts overlaps (which
+// workers alone cannot prevent: a paused owner's socket stays open).
+class UpstreamEndpoint final : public sim::Process {
+ public:
+  void on_start(sim::NodeContext&) override {}
+  void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
+
+ private:
+  std::map<std::string, std::set<std::string>, std::less<>> sessions_;
+};
+
+}  // namespace leaseproof::models

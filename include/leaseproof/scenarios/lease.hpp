@@ -1,0 +1,75 @@
+#pragma once
+// The lease fleet simulation: workers running core/lease (or the articles'
+// seed algorithm) against the simulated DynamoDB and SQS, a control plane, an
+// upstream endpoint, and faults: crashes, pauses, clock skew and steps,
+// partitions between a worker and DynamoDB, lost replies, throttling, rolling
+// deploys and autoscaling. Checked for single ownership, the recovery-time
+// bound and liveness (docs/lease-core.md).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <leaseproof/base/ratio.hpp>
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/core/lease/config.hpp>
+#include <leaseproof/scenarios/scenario.hpp>
+
+namespace leaseproof::scenarios {
+
+struct WorkerFault {
+  uint32_t worker = 0;
+  Duration at;
+  Duration length;
+};
+
+struct LeaseScenarioOptions {
+  lease::LeaseConfig lease;
+  uint32_t workers = 10;
+  uint32_t connections = 500;
+  Duration duration = Duration::from_h(1);
+  // Clocks: each worker's wall offset uniform in [-skew_max, skew_max]; worker
+  // 0 additionally offset by fast_worker_offset; rates within drift_ppm_max.
+  Duration skew_max = Duration::zero();
+  Duration fast_worker_offset = Duration::zero();
+  int64_t drift_ppm_max = 0;
+  std::vector<WorkerFault> clock_steps;  // length = the jump (may be negative)
+  // Network between workers and DynamoDB/SQS.
+  Duration latency = Duration::from_ms(2);
+  Duration jitter = Duration::from_ms(3);
+  Ratio loss = Ratio::zero();
+  // Faults.
+  Duration crash_every = Duration::zero();  // zero: no periodic crashes
+  Duration restart_after = Duration::from_s(10);
+  std::vector<WorkerFault> pauses;
+  std::vector<WorkerFault> partitions;  // worker <-> DynamoDB, both ways
+  int64_t throttle_partition_wcu_per_s = 0;  // 0: no throttling
+  std::optional<Duration> deploy_at;
+  bool autoscaler = false;
+  int64_t autoscale_target = 700;
+  // Faults stop here; the rest is the liveness phase. Default: 80% of the run.
+  std::optional<Duration> heal_at;
+
+  // Errors name the field: "workers must be at least 1", ...
+  std::string validate() const;
+  std::string describe() const;
+  Duration healed_at() const { return heal_at.value_or(duration * 8 / 10); }
+};
+
+// Applies a JSON object of parameters on top of `options` (fields as in
+// docs/scenarios.md); unknown fields and bad values are errors naming the field.
+std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options);
+
+// Preset options of a named lease scenario, drawn from the seed where the
+// scenario is randomised (the swarm).
+std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed);
+
+// Draws what depends on the final parameters (the swarm's clock faults).
+void finish_preset(std::string_view name, uint64_t seed, LeaseScenarioOptions& options);
+
+RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config);
+
+}  // namespace leaseproof::scenarios

@@ -1,0 +1,140 @@
+#include <leaseproof/models/worker.hpp>
+
+#include <fmt/format.h>
+
+#include <leaseproof/models/dynamo_node.hpp>
+#include <leaseproof/models/sqs.hpp>
+
+namespace leaseproof::models {
+namespace {
+
+constexpr std::string_view kOpen = "upstream.open";
+constexpr std::string_view kClose = "upstream.close";
+constexpr Duration kSqsTimeout = Duration::from_s(1);
+constexpr Duration kSqsVisibility = Duration::from_s(30);
+
+lease::Clock clock_of(const sim::NodeContext& context) { return lease::Clock{context.wall(), context.monotonic()}; }
+
+}  // namespace
+
+bool WorkerProcess::Faults::fire(const char* site) {
+  auto it = environment_.fault_sites.find(std::string_view{site});
+  return it != environment_.fault_sites.end() && context_.fault(it->second);
+}
+
+void WorkerProcess::on_start(sim::NodeContext& context) {
+  context_ = &context;
+  // A restarted task is a new worker: it must not inherit the old one's leases.
+  worker_id_ = fmt::format("{}#{}", context.name(), context.incarnation().value);
+  random_ = std::make_unique<Random>(context);
+  faults_ = std::make_unique<Faults>(context, environment_);
+  manager_.emplace(environment_.config, worker_id_, *random_, *faults_);
+  run([&](lease::Actions& out) { manager_->start(clock_of(context), out); });
+  if (environment_.notify_releases) poll_releases();
+}
+
+template <typename Step>
+void WorkerProcess::run(Step step) {
+  lease::Actions actions;
+  step(actions);
+  apply(actions);
+  schedule_timer();
+}
+
+void WorkerProcess::apply(lease::Actions& actions) {
+  sim::NodeContext& context = *context_;
+  for (lease::Action& action : actions) {
+    if (auto* call = std::get_if<lease::DynamoCall>(&action)) {
+      const uint64_t token = call->token;
+      const std::string detail = fmt::format("{} {} {}", lease::to_string(call->kind),
+                                             call->connection.empty() ? "-" : call->connection, call->epoch);
+      const uint64_t message = call_dynamo(context, environment_.dynamo, std::move(call->request),
+                                           environment_.config.request_timeout,
+                                           [this, token](const dynamo::Result<dynamo::Response>* result) {
+                                             run([&](lease::Actions& out) {
+                                               manager_->on_reply(token, result, clock_of(*context_), out);
+                                             });
+                                           });
+      context.note("lease.request", detail, static_cast<int64_t>(message));
+    } else if (auto* open = std::get_if<lease::OpenSession>(&action)) {
+      context.note("lease.open", fmt::format("{} {}", open->connection, open->epoch), open->epoch);
+      context.send(environment_.upstream,
+                   sim::Message{kOpen, 64, std::make_shared<SessionPayload>(open->connection, worker_id_)});
+    } else if (auto* close = std::get_if<lease::CloseSession>(&action)) {
+      context.note("lease.close", fmt::format("{} {} {}", close->connection, close->epoch, lease::to_string(close->reason)),
+                   close->epoch);
+      context.send(environment_.upstream,
+                   sim::Message{kClose, 64, std::make_shared<SessionPayload>(close->connection, worker_id_)});
+    } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
+      if (!environment_.notify_releases) continue;
+      // Group by connection (FIFO order per connection only); deduplicate a
+      // retried send of the same release.
+      sqs_send(context, environment_.sqs, environment_.release_queue, notify->connection,
+               fmt::format("{}@{}", notify->connection, worker_id_), notify->connection, kSqsTimeout,
+               [](const SqsSendReply*) {});
+    } else if (std::holds_alternative<lease::DrainComplete>(action)) {
+      context.note("lease.drained");
+      context.exit();
+      return;
+    } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
+      context.note("mark", mark->name);
+    }
+  }
+}
+
+void WorkerProcess::schedule_timer() {
+  if (!manager_ || context_ == nullptr) return;
+  const Instant next = manager_->next_deadline();
+  if (next == timer_at_) return;
+  context_->cancel_timer(timer_);
+  timer_at_ = next;
+  if (next == Instant::max()) return;
+  const Duration delay = std::max(Duration::zero(), next - context_->monotonic());
+  timer_ = context_->set_timer(delay, "lease.timer", [this] {
+    timer_at_ = Instant::max();
+    run([&](lease::Actions& out) { manager_->on_timer(clock_of(*context_), out); });
+  });
+}
+
+void WorkerProcess::on_message(sim::NodeContext&, const sim::Envelope& envelope) {
+  LP_UNREACHABLE("worker got an unexpected '{}'", envelope.message.type);
+}
+
+void WorkerProcess::on_sigterm(sim::NodeContext& context) {
+  run([&](lease::Actions& out) { manager_->on_sigterm(clock_of(context), out); });
+}
+
+void WorkerProcess::poll_releases() {
+  sim::NodeContext& context = *context_;
+  context.set_timer(environment_.sqs_poll_interval, "sqs.poll", [this] {
+    if (manager_->draining()) return;
+    sqs_receive(*context_, environment_.sqs, environment_.release_queue, 10, kSqsVisibility, kSqsTimeout,
+                [this](const SqsReceiveReply* reply) {
+                  if (reply != nullptr) {
+                    for (const SqsReceivedMessage& message : reply->messages) {
+                      run([&](lease::Actions& out) {
+                        manager_->on_released(message.body, clock_of(*context_), out);
+                      });
+                      sqs_delete(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
+                                 kSqsTimeout, [](const SqsDeleteReply*) {});
+                    }
+                  }
+                  poll_releases();
+                });
+  });
+}
+
+void UpstreamEndpoint::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
+  const auto& session = envelope.message.as<SessionPayload>();
+  const std::string detail = fmt::format("{} {}", session.connection, session.worker);
+  if (envelope.message.type == kOpen) {
+    sessions_[session.connection].insert(session.worker);
+    context.note("upstream.open", detail, static_cast<int64_t>(sessions_[session.connection].size()));
+  } else {
+    LP_ASSERT(envelope.message.type == kClose);
+    sessions_[session.connection].erase(session.worker);
+    context.note("upstream.close", detail, static_cast<int64_t>(sessions_[session.connection].size()));
+  }
+}
+
+}  // namespace leaseproof::models

@@ -1,0 +1,200 @@
+// Options of the lease scenarios: validation, description, JSON parameters and
+// the named presets.
+#include <leaseproof/scenarios/lease.hpp>
+
+#include <fmt/format.h>
+
+#include <leaseproof/sim/prng.hpp>
+
+namespace leaseproof::scenarios {
+
+std::string LeaseScenarioOptions::validate() const {
+  if (std::string error = lease.validate(); !error.empty()) return error;
+  if (workers == 0 || workers > 1000) return fmt::format("workers ({}) must be 1..1000", workers);
+  if (connections > 100'000) return fmt::format("connections ({}) must be at most 100000", connections);
+  if (duration <= Duration::zero()) return "duration must be positive";
+  if (skew_max.is_negative()) return "skew_max must not be negative";
+  if (drift_ppm_max < 0 || drift_ppm_max > 100'000) return fmt::format("drift_ppm_max ({}) must be 0..100000", drift_ppm_max);
+  if (latency.is_negative() || jitter.is_negative()) return "latency and jitter must not be negative";
+  if (!loss.is_probability()) return fmt::format("loss ({}) must be a probability (at most 1)", loss);
+  if (crash_every.is_negative()) return "crash_every must not be negative";
+  if (restart_after.is_negative()) return "restart_after must not be negative";
+  for (const auto* list : {&pauses, &partitions, &clock_steps}) {
+    for (const WorkerFault& fault : *list) {
+      if (fault.worker >= workers) {
+        return fmt::format("a fault names worker {} but there are {} workers (0..{})", fault.worker, workers, workers - 1);
+      }
+      if (fault.at.is_negative() || fault.at >= duration) return "a fault's 'at' must be within the run";
+    }
+  }
+  for (const auto* list : {&pauses, &partitions}) {
+    for (const WorkerFault& fault : *list) {
+      if (fault.length <= Duration::zero()) return "a pause's or partition's 'length' must be positive";
+    }
+  }
+  if (throttle_partition_wcu_per_s < 0) return "throttle_partition_wcu_per_s must not be negative";
+  if (autoscale_target <= 0) return "autoscale_target must be positive";
+  if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) return "heal_at must be within the run";
+  return {};
+}
+
+std::string LeaseScenarioOptions::describe() const {
+  std::string text = fmt::format(
+      "algorithm={} expiry={} workers={} connections={} duration={} lease={} heartbeat={} reconcile={}(+{}) "
+      "margin={} request_timeout={} skew_max={} fast_worker_offset={} drift_ppm_max={} latency={}+[0,{}] loss={} "
+      "crash_every={} restart_after={} throttle_wcu={} deploy_at={} autoscaler={} heal_at={}",
+      lease::to_string(lease.algorithm), lease::to_string(lease.expiry_mode), workers, connections, duration,
+      lease.lease_duration, lease.heartbeat_interval, lease.reconcile_interval, lease.reconcile_jitter_max,
+      lease.safety_margin, lease.request_timeout, skew_max, fast_worker_offset, drift_ppm_max, latency, jitter, loss,
+      crash_every, restart_after, throttle_partition_wcu_per_s, deploy_at ? format_duration(*deploy_at) : "-",
+      autoscaler, healed_at());
+  for (const WorkerFault& f : pauses) text += fmt::format("\n  pause: worker {} at {} for {}", f.worker, f.at, f.length);
+  for (const WorkerFault& f : partitions) {
+    text += fmt::format("\n  partition: worker {} <-> dynamodb at {} for {}", f.worker, f.at, f.length);
+  }
+  for (const WorkerFault& f : clock_steps) {
+    text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
+  }
+  text += "\n  assumptions: " + lease.assumptions();
+  return text;
+}
+
+namespace {
+
+struct Reader {
+  const nlohmann::json& json;
+  std::string error;
+
+  bool has(const char* key) const { return json.contains(key); }
+
+  bool duration(const char* key, Duration& out) {
+    if (!has(key)) return true;
+    const auto& value = json[key];
+    std::optional<Duration> parsed = value.is_string() ? parse_duration(value.get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      error = fmt::format("{}: expected a duration string such as \"20s\" or \"1m30s\", got {}", key, value.dump());
+      return false;
+    }
+    out = *parsed;
+    return true;
+  }
+  template <typename Int>
+  bool integer(const char* key, Int& out, int64_t low, int64_t high) {
+    if (!has(key)) return true;
+    const auto& value = json[key];
+    if (!value.is_number_integer() || value.get<int64_t>() < low || value.get<int64_t>() > high) {
+      error = fmt::format("{}: expected an integer in {}..{}, got {}", key, low, high, value.dump());
+      return false;
+    }
+    out = static_cast<Int>(value.get<int64_t>());
+    return true;
+  }
+  bool boolean(const char* key, bool& out) {
+    if (!has(key)) return true;
+    if (!json[key].is_boolean()) {
+      error = fmt::format("{}: expected true or false, got {}", key, json[key].dump());
+      return false;
+    }
+    out = json[key].get<bool>();
+    return true;
+  }
+  bool faults(const char* key, std::vector<WorkerFault>& out) {
+    if (!has(key)) return true;
+    const auto& list = json[key];
+    if (!list.is_array()) {
+      error = fmt::format("{}: expected a list of {{\"worker\", \"at\", \"length\"}} objects", key);
+      return false;
+    }
+    out.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto& entry = list[i];
+      WorkerFault fault;
+      if (!entry.is_object()) {
+        error = fmt::format("{}[{}]: expected an object with worker, at, length", key, i);
+        return false;
+      }
+      for (const auto& [field, value] : entry.items()) {
+        if (field != "worker" && field != "at" && field != "length") {
+          error = fmt::format("{}[{}].{}: unknown field; allowed: worker, at, length", key, i, field);
+          return false;
+        }
+      }
+      Reader inner{entry, {}};
+      if (!inner.integer("worker", fault.worker, 0, 999) || !inner.duration("at", fault.at) ||
+          !inner.duration("length", fault.length)) {
+        error = fmt::format("{}[{}].{}", key, i, inner.error);
+        return false;
+      }
+      out.push_back(fault);
+    }
+    return true;
+  }
+};
+
+constexpr const char* kKnownFields[] = {
+    "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
+    "margin", "request_timeout", "capacity", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
+    "jitter", "loss", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
+    "throttle_partition_wcu_per_s", "deploy_at", "autoscaler", "autoscale_target", "heal_at"};
+
+}  // namespace
+
+std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options) {
+  if (!parameters.is_object()) return "parameters: expected a JSON object";
+  for (const auto& [key, value] : parameters.items()) {
+    bool known = false;
+    for (const char* field : kKnownFields) known = known || key == field;
+    if (!known) {
+      std::string allowed;
+      for (const char* field : kKnownFields) allowed += (allowed.empty() ? "" : ", ") + std::string{field};
+      return fmt::format("{}: unknown field; allowed: {}", key, allowed);
+    }
+  }
+  Reader r{parameters, {}};
+  if (r.has("algorithm")) {
+    const auto& v = parameters["algorithm"];
+    if (v == "core") options.lease.algorithm = lease::Algorithm::core;
+    else if (v == "seed") options.lease.algorithm = lease::Algorithm::seed;
+    else return fmt::format("algorithm: expected \"core\" or \"seed\", got {}", v.dump());
+  }
+  if (r.has("expiry")) {
+    const auto& v = parameters["expiry"];
+    if (v == "wall") options.lease.expiry_mode = lease::ExpiryMode::wall;
+    else if (v == "counter") options.lease.expiry_mode = lease::ExpiryMode::counter;
+    else return fmt::format("expiry: expected \"wall\" or \"counter\", got {}", v.dump());
+  }
+  if (r.has("loss")) {
+    const auto& v = parameters["loss"];
+    std::optional<Ratio> loss = v.is_string() ? parse_ratio(v.get<std::string>()) : std::nullopt;
+    if (!loss || !loss->is_probability()) return fmt::format("loss: expected a ratio such as \"1/100\" or \"5%\", got {}", v.dump());
+    options.loss = *loss;
+  }
+  Duration deploy_at = Duration::zero();
+  Duration heal_at = Duration::zero();
+  const bool ok = r.integer("workers", options.workers, 1, 1000) &&
+                  r.integer("connections", options.connections, 0, 100'000) &&
+                  r.duration("lease", options.lease.lease_duration) &&
+                  r.duration("heartbeat", options.lease.heartbeat_interval) &&
+                  r.duration("reconcile", options.lease.reconcile_interval) &&
+                  r.duration("reconcile_jitter", options.lease.reconcile_jitter_max) &&
+                  r.duration("margin", options.lease.safety_margin) &&
+                  r.duration("request_timeout", options.lease.request_timeout) &&
+                  r.integer("capacity", options.lease.capacity, 1, 1'000'000) &&
+                  r.duration("skew_max", options.skew_max) &&
+                  r.duration("fast_worker_offset", options.fast_worker_offset) &&
+                  r.integer("drift_ppm_max", options.drift_ppm_max, 0, 100'000) &&
+                  r.duration("latency", options.latency) && r.duration("jitter", options.jitter) &&
+                  r.duration("crash_every", options.crash_every) &&
+                  r.duration("restart_after", options.restart_after) && r.faults("pauses", options.pauses) &&
+                  r.faults("partitions", options.partitions) && r.faults("clock_steps", options.clock_steps) &&
+                  r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
+                  r.duration("deploy_at", deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
+                  r.integer("autoscale_target", options.autoscale_target, 1, 1'000'000) &&
+                  r.duration("heal_at", heal_at);
+  if (!ok) return r.error;
+  if (r.has("deploy_at")) options.deploy_at = deploy_at;
+  if (r.has("heal_at")) options.heal_at = heal_at;
+  return options.validate();
+}
+
+}  // namespace leaseproof::scenarios

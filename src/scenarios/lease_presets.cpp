@@ -1,0 +1,116 @@
+// The named lease scenarios.
+#include <leaseproof/scenarios/lease.hpp>
+
+#include <leaseproof/sim/prng.hpp>
+
+namespace leaseproof::scenarios {
+namespace {
+
+using D = Duration;
+
+WorkerFault fault(uint32_t worker, Duration at, Duration length) { return WorkerFault{worker, at, length}; }
+
+// A random mix of every fault, inside the algorithm's stated assumptions,
+// drawn from the seed (the swarm). Small fleets, 10 simulated minutes.
+LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm")};
+  o.workers = 3 + static_cast<uint32_t>(prng.below(3));
+  o.connections = 50;
+  o.duration = D::from_min(10);
+  const Duration heal = o.healed_at();
+  if (prng.chance(Ratio{3, 4})) {
+    o.crash_every = prng.uniform_duration(D::from_min(1), D::from_min(4));
+    o.restart_after = prng.uniform_duration(D::from_s(1), D::from_s(30));
+  }
+  auto draw_faults = [&](std::vector<WorkerFault>& out, Duration longest) {
+    const uint64_t count = prng.below(3);
+    for (uint64_t i = 0; i < count; ++i) {
+      const Duration length = prng.uniform_duration(D::from_s(1), longest);
+      if (length >= heal) continue;
+      out.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
+                          prng.uniform_duration(D::zero(), heal - length), length));
+    }
+  };
+  draw_faults(o.pauses, D::from_s(45));      // pauses longer than the lease too
+  draw_faults(o.partitions, D::from_s(60));  // worker <-> DynamoDB
+  const Ratio losses[] = {Ratio::zero(), Ratio{1, 100}, Ratio{1, 20}};
+  o.loss = losses[prng.index(3)];
+  if (prng.chance(Ratio{1, 4})) o.throttle_partition_wcu_per_s = 3 + static_cast<int64_t>(prng.below(6));
+  if (prng.chance(Ratio{1, 4})) o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
+  return o;
+}
+
+// Clock faults within the assumptions of the algorithm that will run: wall
+// mode tolerates a pairwise skew of 2 x margin, counter mode any skew and
+// steps but a bounded rate error.
+void swarm_clocks(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-clocks")};
+  if (o.lease.algorithm == lease::Algorithm::seed) return;  // the seed assumes perfect clocks
+  const Duration heal = o.healed_at();
+  if (o.lease.expiry_mode == lease::ExpiryMode::wall) {
+    // Offsets in [-s, s] with s < tolerated / 2; steps keep within the rest.
+    o.skew_max = prng.uniform_duration(D::zero(), o.lease.skew_tolerated() * 2 / 5);
+    o.drift_ppm_max = static_cast<int64_t>(prng.below(201));
+    return;
+  }
+  o.skew_max = prng.uniform_duration(D::zero(), D::from_s(30));
+  o.drift_ppm_max = std::min<int64_t>(o.lease.drift_ppm_tolerated() / 2, 1000);
+  const uint64_t steps = prng.below(3);
+  for (uint64_t i = 0; i < steps; ++i) {
+    o.clock_steps.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)), prng.uniform_duration(D::zero(), heal),
+                                  prng.uniform_duration(D::from_s(-20), D::from_s(20))));
+  }
+}
+
+}  // namespace
+
+std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed) {
+  LeaseScenarioOptions o;
+  if (name == "lease-steady") return o;
+  if (name == "lease-crash") {
+    o.crash_every = D::from_min(10);
+    return o;
+  }
+  if (name == "lease-deploy") {
+    o.deploy_at = D::from_min(20);
+    return o;
+  }
+  if (name == "lease-scale") {
+    o.workers = 2;
+    o.connections = 1500;
+    o.lease.capacity = 1000;
+    o.autoscaler = true;
+    return o;
+  }
+  if (name == "lease-skew") {
+    o.skew_max = o.lease.skew_tolerated() * 2 / 5;
+    o.drift_ppm_max = 100;
+    return o;
+  }
+  if (name == "lease-pause") {
+    o.pauses = {fault(0, D::from_min(10), D::from_s(25)), fault(1, D::from_min(25), D::from_s(90))};
+    return o;
+  }
+  if (name == "lease-throttle") {
+    o.throttle_partition_wcu_per_s = 40;
+    return o;
+  }
+  if (name == "lease-partition") {
+    o.partitions = {fault(0, D::from_min(10), D::from_s(60))};
+    return o;
+  }
+  if (name == "lease-lost-replies") {
+    o.loss = Ratio{2, 100};
+    return o;
+  }
+  if (name == "lease-swarm") return swarm(seed, o);
+  return std::nullopt;
+}
+
+// The swarm's clocks depend on the algorithm, which parameters may change:
+// drawn after the parameters are applied.
+void finish_preset(std::string_view name, uint64_t seed, LeaseScenarioOptions& options) {
+  if (name == "lease-swarm") swarm_clocks(seed, options);
+}
+
+}  // namespace leaseproof::scenarios
