@@ -129,12 +129,15 @@ void print_result(const scenarios::RunResult& result, double wall_seconds) {
   std::string counters;
   for (const auto& [name, value] : result.counters) counters += fmt::format(" {}={}", name, value);
   fmt::print("counters:{}\n", counters);
+  if (!result.summary.empty()) fmt::print("{}\n", result.summary);
   const double simulated = static_cast<double>(result.duration.ns()) / 1e9;
   fmt::print("events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   events/s: {:.0f}   speed-up: {:.0f}x\n",
              result.events, result.scheduler_events, leaseproof::format_duration(result.duration), wall_seconds,
              static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9),
              simulated / std::max(wall_seconds, 1e-9));
-  for (const std::string& violation : result.violations) fmt::print("violation: {}\n", violation);
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < result.violations.size() && i < kShown; ++i) fmt::print("violation: {}\n", result.violations[i]);
+  if (result.violations.size() > kShown) fmt::print("... and {} more violations\n", result.violations.size() - kShown);
   fmt::print("verdict: {}\n", result.passed() ? "PASS" : fmt::format("FAIL ({} violations)", result.violations.size()));
   fmt::print("trace hash: {}\n", leaseproof::sim::format_hash(result.trace_hash));
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
@@ -181,7 +184,7 @@ int run_command(const RunArgs& args) {
 
 struct DeterminismArgs {
   std::string seeds;
-  std::string scenario = "kernel";
+  std::string scenario = "lease-swarm";
   std::string duration;
   RunArgs parameters;  // --params, --config, --algorithm, --expiry
   bool print_hashes = false;

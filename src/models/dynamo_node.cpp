@@ -33,7 +33,8 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   LP_ASSERT(envelope.expects_reply);
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
   dynamo::Result<dynamo::Response> result = store_.apply(request, context.wall());
-  context.note(request_type(request), result.ok() ? "ok" : result.error().type);
+  // value = the request's message id: checkers join it with the caller's notes.
+  context.note(request_type(request), result.ok() ? "ok" : result.error().type, static_cast<int64_t>(envelope.id));
   const uint32_t bytes = reply_bytes(result);
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
   schedule_background(context);

@@ -13,6 +13,7 @@
 #include <leaseproof/models/fleet.hpp>
 #include <leaseproof/models/sqs.hpp>
 #include <leaseproof/models/worker.hpp>
+#include <leaseproof/properties/lease_checkers.hpp>
 #include <leaseproof/properties/sim_invariants.hpp>
 
 namespace leaseproof::scenarios {
@@ -99,6 +100,42 @@ models::DynamoStoreOptions store_options(const LeaseScenarioOptions& options) {
   return store;
 }
 
+using properties::GapCause;
+using properties::RecoveryBound;
+
+// The recovery-time bound of each kind of ownerless gap, term by term
+// (DESIGN.md section 4): what the configuration allows, not what we hope.
+std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o) {
+  const lease::LeaseConfig& c = o.lease;
+  const Duration round_trips = Duration::from_s(1);      // a read and an acquire, with the slow tail
+  const Duration gsi_lag = Duration::from_s(5) + Duration::from_ms(105);  // the model's worst GSI lag
+  const Duration skew = o.skew_max * 2 + o.fast_worker_offset;
+  RecoveryBound expiry{{{"lease", c.lease_duration},
+                        {"margin", c.safety_margin},
+                        {"reconcile interval", c.reconcile_interval},
+                        {"reconcile jitter", c.reconcile_jitter_max},
+                        {"max skew", skew},
+                        {"GSI lag", gsi_lag},
+                        {"timed-out requests", c.request_timeout * 2},
+                        {"round trips", round_trips}}};
+  RecoveryBound graceful;
+  if (c.algorithm == lease::Algorithm::seed) {
+    // No notification: the next reconcile finds the released lease.
+    graceful = RecoveryBound{{{"reconcile interval", c.reconcile_interval},
+                              {"reconcile jitter", c.reconcile_jitter_max},
+                              {"GSI lag", gsi_lag},
+                              {"round trips", round_trips}}};
+  } else if (o.loss.is_zero()) {
+    graceful = RecoveryBound{{{"release notice (SQS poll)", Duration::from_ms(500)},
+                              {"acquire", c.request_timeout},
+                              {"round trips", round_trips}}};
+  } else {
+    graceful = expiry;  // a lost notice falls back to the watchers and sweeps
+  }
+  return {{GapCause::crash, expiry}, {GapCause::pause, expiry}, {GapCause::lease_lost, expiry},
+          {GapCause::graceful, graceful}};
+}
+
 }  // namespace
 
 RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config) {
@@ -109,6 +146,12 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   world.trace().keep_lines(config.keep_lines);
   properties::SimInvariants invariants;
   world.trace().add_observer([&invariants](const sim::TraceEvent& e) { invariants.observe(e); });
+  const std::map<GapCause, RecoveryBound> bounds = recovery_bounds(options);
+  properties::LeaseCheckers checkers{[&world](NodeId node) { return std::string{world.node_name(node)}; }, bounds};
+  world.trace().add_observer([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
+  if (options.throttle_partition_wcu_per_s > 0) {
+    checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
+  }
   std::map<std::string, uint64_t, std::less<>> notes;  // coverage: marks and model events by name
   world.trace().add_observer([&notes](const sim::TraceEvent& e) {
     if (e.kind != sim::EventKind::note) return;
@@ -165,7 +208,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.trace_hash = world.trace().hash();
   result.events = world.trace().event_count();
   result.scheduler_events = world.scheduler().counters().executed;
+  const Instant end = Instant::zero() + o.duration;
+  checkers.check_liveness(Instant::zero() + o.healed_at(), bounds.at(GapCause::crash).total(), end);
   result.violations = invariants.violations();
+  for (std::string& violation : checkers.violations()) result.violations.push_back(std::move(violation));
+  result.summary = checkers.summary();
   for (const auto& [name, count] : notes) result.counters.emplace_back(name, count);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));

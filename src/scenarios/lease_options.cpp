@@ -38,6 +38,25 @@ std::string LeaseScenarioOptions::validate() const {
   return {};
 }
 
+std::string LeaseScenarioOptions::beyond_assumptions() const {
+  Duration steps = Duration::zero();
+  for (const WorkerFault& step : clock_steps) steps += step.length.is_negative() ? -step.length : step.length;
+  const Duration fast = fast_worker_offset.is_negative() ? -fast_worker_offset : fast_worker_offset;
+  const Duration pairwise_skew = skew_max * 2 + fast + steps;
+  if (lease.algorithm == lease::Algorithm::seed) {
+    if (pairwise_skew > Duration::zero()) return fmt::format("clock skew up to {} (the seed assumes none)", pairwise_skew);
+    if (!pauses.empty()) return "process pauses (the seed assumes none)";
+    return {};
+  }
+  if (lease.expiry_mode == lease::ExpiryMode::wall && pairwise_skew > lease.skew_tolerated()) {
+    return fmt::format("wall-clock skew up to {} > {} tolerated by wall mode", pairwise_skew, lease.skew_tolerated());
+  }
+  if (drift_ppm_max > lease.drift_ppm_tolerated()) {
+    return fmt::format("clock rate error up to {} ppm > {} ppm tolerated", drift_ppm_max, lease.drift_ppm_tolerated());
+  }
+  return {};
+}
+
 std::string LeaseScenarioOptions::describe() const {
   std::string text = fmt::format(
       "algorithm={} expiry={} workers={} connections={} duration={} lease={} heartbeat={} reconcile={}(+{}) "
@@ -56,6 +75,7 @@ std::string LeaseScenarioOptions::describe() const {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
   }
   text += "\n  assumptions: " + lease.assumptions();
+  if (std::string beyond = beyond_assumptions(); !beyond.empty()) text += "\n  BEYOND THE ASSUMPTIONS: " + beyond;
   return text;
 }
 

@@ -56,6 +56,9 @@ struct LeaseScenarioOptions {
   // Errors name the field: "workers must be at least 1", ...
   std::string validate() const;
   std::string describe() const;
+  // Empty when the faults stay inside the algorithm's stated assumptions;
+  // otherwise says which one a run goes beyond (printed with the run).
+  std::string beyond_assumptions() const;
   Duration healed_at() const { return heal_at.value_or(duration * 8 / 10); }
 };
 

@@ -42,6 +42,7 @@ struct RunResult {
   nlohmann::json parameters = nlohmann::json::object();
   Duration duration;
   std::string options;                 // the derived option set, human readable
+  std::string summary;                 // the checkers' figures (recovery times, overlaps...)
   uint64_t trace_hash = 0;
   uint64_t events = 0;                 // trace events
   uint64_t scheduler_events = 0;       // scheduler callbacks run

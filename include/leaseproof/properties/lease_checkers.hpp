@@ -1,0 +1,387 @@
+#pragma once
+// The lease checkers: single ownership and the recovery-time bound (DESIGN.md
+// section 4), decided from the trace alone (docs/trace-format.md, "Lease
+// events"); they never see a model's internals.
+//
+// Acting is judged per instant of true time. All events that share one true
+// time are applied first; the state they leave is what held until the next,
+// later instant. So a worker that resumes and closes its sessions in the same
+// instant (its deadline passed while it was paused) never acted again, two
+// workers whose acting overlaps only inside one instant do not overlap, and a
+// handover inside one instant leaves no ownerless gap. Every overlap and every
+// gap reported has a positive length.
+//
+// A worker identity is (node, incarnation): a restarted process is a new worker.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/sim/trace.hpp>
+
+namespace leaseproof::properties {
+
+// Names nodes in messages, e.g. [&trace](NodeId n) { return std::string(trace.node_name(n)); }.
+// An empty namer prints "node<index>".
+using NodeNamer = std::function<std::string(NodeId)>;
+
+struct WorkerIdentity {
+  NodeId node;
+  uint64_t incarnation = 0;  // 0 when no start/restart of the node was seen
+  auto operator<=>(const WorkerIdentity&) const = default;
+};
+
+// What ended the acting that left a connection ownerless.
+enum class GapCause : uint8_t {
+  initial,     // never owned since control.started (measured, never judged)
+  crash,       // crash or SIGKILL of the last owner
+  pause,       // stop-the-world pause of the last owner
+  graceful,    // lease.close released/drained, or exit
+  lease_lost,  // lease.close deadline/lost
+  stopped,     // lease.close stopped while the connection is still STARTED (never judged)
+};
+std::string_view to_string(GapCause cause);
+
+// Nearest-rank percentile of values sorted ascending: the value at rank
+// ceil(percent * n / 100) (rank at least 1). Zero for an empty list.
+Duration nearest_rank(const std::vector<Duration>& ascending, uint32_t percent);
+
+// Follows who acts as owner of which connection: sessions per (connection,
+// worker identity), minus paused and dead workers. Shared by both checkers.
+class ActingTracker {
+ public:
+  enum class NodeState : uint8_t { unknown, running, paused, down };
+  struct NodeView {
+    NodeState state = NodeState::unknown;
+    uint64_t incarnation = 0;
+    Instant read_at;  // true time of the node's most recent event (its readings)
+    Instant wall;
+    Instant monotonic;
+    bool seen = false;
+  };
+  struct Session {
+    uint64_t epoch = 0;
+    Instant opened_at;
+    Instant acting_since;  // the open, or the latest resume
+    bool resumed = false;
+  };
+  struct Stop {
+    GapCause cause = GapCause::initial;
+    WorkerIdentity worker;
+    Instant at;
+  };
+
+  explicit ActingTracker(NodeNamer names = {}) : names_(std::move(names)) {}
+
+  // True when `event` begins a later instant than the events applied so far:
+  // the caller settles the current instant before applying it.
+  bool begins_new_instant(const sim::TraceEvent& event) const { return any_ && event.true_time > now_; }
+  void apply(const sim::TraceEvent& event);
+
+  Instant now() const { return now_; }
+  // Connections whose acting may have changed since the last call, by name.
+  std::set<std::string> take_touched();
+  // Trace-contract breaks (malformed details, a close without an open).
+  std::vector<std::string> take_errors();
+
+  std::vector<WorkerIdentity> acting(const std::string& connection) const;  // ascending
+  const Session* session(const std::string& connection, WorkerIdentity worker) const;
+  std::optional<Stop> last_stop(const std::string& connection) const;
+  NodeView node(NodeId node) const;
+  WorkerIdentity identity_of(NodeId node) const { return WorkerIdentity{node, node_view(node).incarnation}; }
+  uint64_t acting_intervals() const { return acting_intervals_; }
+
+ private:
+  struct ConnectionState {
+    std::map<WorkerIdentity, Session> sessions;
+    std::optional<Stop> last_stop;
+  };
+  NodeView& node_view(NodeId node);
+  const NodeView& node_view(NodeId node) const;
+  bool is_acting(WorkerIdentity worker) const;
+  void apply_lifecycle(const sim::TraceEvent& event);
+  void apply_note(const sim::TraceEvent& event);
+  void on_open(WorkerIdentity worker, std::string_view detail, Instant at);
+  void on_close(WorkerIdentity worker, std::string_view detail, Instant at);
+  // Ends every session of `worker` (crash, exit, a restart without a crash).
+  void end_sessions(WorkerIdentity worker, GapCause cause, Instant at);
+  // Marks the worker's connections touched; on a pause, records the stop.
+  void touch_sessions(WorkerIdentity worker, std::optional<GapCause> stop_cause, Instant at);
+
+  NodeNamer names_;
+  std::vector<NodeView> nodes_;
+  std::map<std::string, ConnectionState, std::less<>> connections_;
+  std::map<WorkerIdentity, std::set<std::string>> connections_of_;
+  std::set<std::string> touched_;
+  std::vector<std::string> errors_;
+  Instant now_;
+  bool any_ = false;
+  uint64_t acting_intervals_ = 0;
+};
+
+// Single ownership: (1) no two worker identities act as owner of one
+// connection during a positive length of true time; (2) no renew, release,
+// checkpoint or record is accepted by DynamoDB from a worker that is not the
+// connection's latest acquirer in DynamoDB's own order of applied writes.
+// Hub-side session overlaps are figures, not violations.
+class OwnershipChecker {
+ public:
+  explicit OwnershipChecker(NodeNamer names = {});
+
+  void observe(const sim::TraceEvent& event);
+  // Settles the last instant; overlaps still open end at `end`. Call once.
+  void finish(Instant end);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  uint64_t violation_count() const { return violation_count_; }
+
+  // Coverage: a checker that passes because nothing happened shows zeros here.
+  uint64_t acting_intervals() const { return tracker_.acting_intervals(); }
+  uint64_t writes_checked() const { return writes_checked_; }
+  uint64_t overlaps_checked() const { return overlaps_checked_; }
+  // DynamoDB notes whose message id matched no lease.request (value 0 included).
+  uint64_t unmatched_dynamodb_notes() const { return unmatched_dynamodb_notes_; }
+
+  struct HubOverlap {
+    uint64_t episodes = 0;  // periods of positive length with two or more sessions open
+    Duration total = Duration::zero();
+    Duration longest = Duration::zero();
+  };
+  const std::map<std::string, HubOverlap>& hub_overlaps() const { return hub_overlaps_; }
+  uint64_t hub_overlap_episodes() const;
+  Duration hub_overlap_time() const;
+
+  std::string summary() const;
+
+  static constexpr size_t kViolationsKept = 50;
+
+ private:
+  struct Reading {
+    Instant read_at;
+    Instant wall;
+    Instant monotonic;
+  };
+  struct OverlapStart {
+    Instant began;
+    Reading first_reading;
+    Reading second_reading;
+    ActingTracker::Session first_session;
+    ActingTracker::Session second_session;
+  };
+  using Pair = std::pair<WorkerIdentity, WorkerIdentity>;
+  struct Request {
+    WorkerIdentity worker;
+    std::string kind;
+    std::string connection;
+    uint64_t epoch = 0;
+  };
+  struct Acquirer {
+    WorkerIdentity worker;
+    uint64_t epoch = 0;
+    Instant at;
+  };
+  struct DynamoView {
+    std::optional<Acquirer> latest;  // nullopt: never acquired, or released
+    std::optional<Instant> released_at;
+  };
+  struct HubState {
+    std::map<std::string, uint32_t> open_by_worker;
+    std::optional<Instant> overlap_since;
+  };
+
+  void settle(Instant at);
+  void settle_acting(const std::string& connection, Instant at);
+  void settle_hub(const std::string& connection, Instant at);
+  void end_hub_overlap(const std::string& connection, HubState& hub, Instant at);
+  void report_overlap(const std::string& connection, const Pair& pair, const OverlapStart& start, Instant ended);
+  void on_request(const sim::TraceEvent& event);
+  void on_dynamodb(const sim::TraceEvent& event);
+  void check_write(const Request& request, Instant at, uint64_t message);
+  void on_upstream(const sim::TraceEvent& event);
+  void violation(std::string text);
+  std::string name(WorkerIdentity worker) const;
+  Reading reading_of(NodeId node) const;
+
+  NodeNamer names_;
+  ActingTracker tracker_;
+  std::map<std::string, std::map<Pair, OverlapStart>> overlaps_;
+  std::map<uint64_t, Request> requests_;  // by DynamoDB request message id
+  std::map<std::string, DynamoView> dynamo_;
+  std::map<std::string, HubState> hub_;
+  std::set<std::string> hub_touched_;
+  std::map<std::string, HubOverlap> hub_overlaps_;
+  std::vector<std::string> violations_;
+  uint64_t violation_count_ = 0;
+  uint64_t writes_checked_ = 0;
+  uint64_t overlaps_checked_ = 0;
+  uint64_t unmatched_dynamodb_notes_ = 0;
+  bool finished_ = false;
+};
+
+// A recovery bound, term by term, e.g. for a crash:
+// {{"lease", 20s}, {"margin", 2s}, {"watch granularity", 5s}, {"round trips", 1s}, {"reconnect", 500ms}}.
+struct RecoveryBound {
+  std::vector<std::pair<std::string, Duration>> terms;
+  Duration total() const;
+  std::string formula() const;  // "lease 20s + margin 2s + ... = 28.5s"
+};
+
+// An interval during which faults may prevent recovery. `node`/`peer` name the
+// nodes it happened at (kNoNode when none): windows at a gap's last owner are
+// that gap's own cause and never excuse it.
+struct FaultWindow {
+  Instant start;
+  Instant end;  // Instant::max() while open
+  std::string label;
+  NodeId node;
+  NodeId peer;
+};
+
+struct OwnerlessGap {
+  enum class Verdict : uint8_t {
+    pending,     // not judged yet (before finish)
+    within,      // judged, within its bound
+    beyond,      // judged, longer than its bound: a violation
+    excused,     // a fault window overlapped [start - bound, end]
+    not_judged,  // cause initial or stopped, no bound for the cause, or still open and within it
+  };
+  std::string connection;
+  GapCause cause = GapCause::initial;
+  Instant began;
+  std::optional<Instant> ended;  // nullopt: still ownerless at the end
+  std::optional<WorkerIdentity> last_owner;
+  Verdict verdict = Verdict::pending;
+  std::string excuse;  // the excusing window's label
+};
+
+struct GapStatistics {
+  uint64_t count = 0;
+  Duration p50 = Duration::zero();
+  Duration p99 = Duration::zero();
+  Duration max = Duration::zero();
+};
+struct CauseStatistics {
+  GapStatistics all;     // every gap that ended
+  GapStatistics judged;  // those judged against the bound
+  uint64_t excused = 0;
+  uint64_t beyond_bound = 0;
+  uint64_t unfinished = 0;  // still ownerless at the end
+};
+
+// The recovery-time bound. An ownerless gap of a STARTED connection begins at
+// the instant its last acting worker stopped acting and ends at the instant
+// some worker acts again. Gaps are judged at finish(), so fault windows
+// declared at any time count.
+//
+// Excusal rule: a gap is judged against its cause's bound only if no fault
+// window overlaps [gap start - bound, gap end], not counting windows at the
+// gap's last owner's node (its own crash, pause, partitions, clogs, faults,
+// clock steps: those are the gap's own cause). Otherwise it is excused:
+// counted and listed, never a violation. Windows observed: partition and clog
+// (start to end), pause (to resume) and crash (to restart) of a node, fault
+// and clock_step (one instant), and those added by add_fault_window.
+class RecoveryChecker {
+ public:
+  RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds);
+
+  void observe(const sim::TraceEvent& event);
+  // E.g. DynamoDB throttling; `end` may be Instant::max() for "until the end".
+  void add_fault_window(Instant start, Instant end, std::string label);
+  // Settles the last instant and judges every gap (once; later calls do nothing).
+  void finish(Instant end);
+  // Every STARTED connection must have an acting owner throughout
+  // [max(healed_at, started_at) + bound, end]; each that has not is a
+  // violation. Calls finish(end) first.
+  void check_liveness(Instant healed_at, Duration bound, Instant end);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  uint64_t violation_count() const { return violation_count_; }
+  const std::vector<std::string>& excused() const { return excused_; }
+  uint64_t excused_count() const { return excused_count_; }
+  const std::vector<OwnerlessGap>& gaps() const { return gaps_; }
+  const std::vector<FaultWindow>& fault_windows() const { return windows_; }
+  std::map<GapCause, CauseStatistics> statistics() const;
+  std::string summary() const;
+
+  static constexpr size_t kViolationsKept = 50;
+  static constexpr size_t kExcusedKept = 50;
+
+ private:
+  struct ConnectionView {
+    bool started = false;
+    Instant started_at;
+    bool owned_since_started = false;
+    std::optional<OwnerlessGap> open_gap;  // moves to gaps_ when it ends
+  };
+  struct OpenWindow {
+    Instant start;
+    uint32_t depth = 0;
+  };
+  // (kind, node, peer) of a window that is still open.
+  using WindowKey = std::tuple<sim::EventKind, NodeId, NodeId>;
+
+  void settle(Instant at);
+  void settle_connection(const std::string& connection, Instant at);
+  void on_control(const sim::TraceEvent& event);
+  void on_fault_event(const sim::TraceEvent& event);
+  void open_window(WindowKey key, Instant at);
+  void close_window(WindowKey key, Instant at, std::string label);
+  const FaultWindow* excusing_window(const OwnerlessGap& gap, Duration bound, Instant until) const;
+  void judge(OwnerlessGap& gap, Instant end);
+  std::string describe(const OwnerlessGap& gap, Instant until) const;
+  std::string name(NodeId node) const;
+  void violation(std::string text);
+
+  NodeNamer names_;
+  std::map<GapCause, RecoveryBound> bounds_;
+  ActingTracker tracker_;
+  std::map<std::string, ConnectionView> connections_;
+  std::set<std::string> touched_;
+  std::vector<OwnerlessGap> gaps_;
+  std::vector<FaultWindow> windows_;
+  std::map<WindowKey, OpenWindow> open_windows_;
+  std::vector<std::string> violations_;
+  std::vector<std::string> excused_;
+  uint64_t violation_count_ = 0;
+  uint64_t excused_count_ = 0;
+  uint64_t gaps_dropped_by_stop_ = 0;
+  std::optional<Instant> finished_at_;
+};
+
+// Both checkers fed from one observer, for a run's output.
+class LeaseCheckers {
+ public:
+  LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> bounds);
+
+  void observe(const sim::TraceEvent& event);
+  void add_fault_window(Instant start, Instant end, std::string label);
+  void finish(Instant end);
+  void check_liveness(Instant healed_at, Duration bound, Instant end);
+  // Appended to every violation, so each one says how to replay it.
+  void set_reproduce_command(std::string command) { reproduce_ = std::move(command); }
+
+  OwnershipChecker& ownership() { return ownership_; }
+  RecoveryChecker& recovery() { return recovery_; }
+  const OwnershipChecker& ownership() const { return ownership_; }
+  const RecoveryChecker& recovery() const { return recovery_; }
+
+  std::vector<std::string> violations() const;
+  uint64_t violation_count() const { return ownership_.violation_count() + recovery_.violation_count(); }
+  std::string summary() const;
+
+ private:
+  OwnershipChecker ownership_;
+  RecoveryChecker recovery_;
+  std::string reproduce_;
+};
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,141 @@
+#include <leaseproof/properties/lease_checkers.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include <leaseproof/sim/clock.hpp>
+
+#include "lease_text.hpp"
+
+namespace leaseproof::properties {
+
+namespace text {
+
+std::vector<std::string_view> split_words(std::string_view text) {
+  std::vector<std::string_view> words;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t begin = text.find_first_not_of(' ', at);
+    if (begin == std::string_view::npos) break;
+    const size_t end = std::min(text.find(' ', begin), text.size());
+    words.push_back(text.substr(begin, end - begin));
+    at = end;
+  }
+  return words;
+}
+
+std::optional<uint64_t> parse_u64(std::string_view text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc{} || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+std::string node_name(const NodeNamer& names, NodeId node) {
+  if (names) return names(node);
+  return fmt::format("node{}", node);
+}
+
+std::string worker_name(const NodeNamer& names, WorkerIdentity worker) {
+  return fmt::format("{}#{}", node_name(names, worker.node), worker.incarnation);
+}
+
+std::string wall_reading(Instant wall, Instant read_at) {
+  const Duration since_epoch = wall - sim::kWallEpoch;
+  const Duration error = since_epoch - read_at.since_zero();
+  return fmt::format("{}{} (clock {}{})", since_epoch.is_negative() ? "" : "+", since_epoch,
+                     error.is_negative() ? "" : "+", error);
+}
+
+bool is_dynamodb_operation(std::string_view label) {
+  static constexpr std::array<std::string_view, 8> kOperations = {
+      "GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "BatchWriteItem", "TransactWriteItems",
+      "CreateTable"};
+  for (std::string_view operation : kOperations) {
+    if (label == operation) return true;
+  }
+  return false;
+}
+
+}  // namespace text
+
+std::string_view to_string(GapCause cause) {
+  switch (cause) {
+    case GapCause::initial: return "initial";
+    case GapCause::crash: return "crash";
+    case GapCause::pause: return "pause";
+    case GapCause::graceful: return "graceful";
+    case GapCause::lease_lost: return "lease_lost";
+    case GapCause::stopped: return "stopped";
+  }
+  return "?";
+}
+
+Duration nearest_rank(const std::vector<Duration>& ascending, uint32_t percent) {
+  if (ascending.empty()) return Duration::zero();
+  const uint64_t n = ascending.size();
+  // ceil(percent * n / 100) in integers; rank 1 at least, n at most.
+  uint64_t rank = (static_cast<uint64_t>(percent) * n + 99) / 100;
+  rank = std::clamp<uint64_t>(rank, 1, n);
+  return ascending[rank - 1];
+}
+
+Duration RecoveryBound::total() const {
+  Duration sum = Duration::zero();
+  for (const auto& [term, length] : terms) sum += length;
+  return sum;
+}
+
+std::string RecoveryBound::formula() const {
+  std::string out;
+  for (const auto& [term, length] : terms) {
+    if (!out.empty()) out += " + ";
+    out += fmt::format("{} {}", term, length);
+  }
+  if (out.empty()) out = "(no terms)";
+  return fmt::format("{} = {}", out, total());
+}
+
+LeaseCheckers::LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
+    : ownership_(names), recovery_(std::move(names), std::move(bounds)) {}
+
+void LeaseCheckers::observe(const sim::TraceEvent& event) {
+  ownership_.observe(event);
+  recovery_.observe(event);
+}
+
+void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string label) {
+  recovery_.add_fault_window(start, end, std::move(label));
+}
+
+void LeaseCheckers::finish(Instant end) {
+  ownership_.finish(end);
+  recovery_.finish(end);
+}
+
+void LeaseCheckers::check_liveness(Instant healed_at, Duration bound, Instant end) {
+  ownership_.finish(end);
+  recovery_.check_liveness(healed_at, bound, end);
+}
+
+std::vector<std::string> LeaseCheckers::violations() const {
+  std::vector<std::string> all;
+  auto add = [&](const std::vector<std::string>& from) {
+    for (const std::string& text : from) {
+      all.push_back(reproduce_.empty() ? text : fmt::format("{}\n  reproduce: {}", text, reproduce_));
+    }
+  };
+  add(ownership_.violations());
+  add(recovery_.violations());
+  return all;
+}
+
+std::string LeaseCheckers::summary() const {
+  return fmt::format("{}\n{}", ownership_.summary(), recovery_.summary());
+}
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,236 @@
+#include <leaseproof/properties/lease_checkers.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <leaseproof/base/assert.hpp>
+
+#include "lease_text.hpp"
+
+namespace leaseproof::properties {
+
+using sim::EventKind;
+
+namespace {
+
+// Kinds of lease.request whose acceptance by DynamoDB the stale-write rule judges
+// (plus acquire, which moves the latest acquirer). read and reconcile write
+// nothing, but are still matched so that unmatched notes mean a broken join.
+bool is_tracked_request(std::string_view kind) {
+  return kind == "acquire" || kind == "renew" || kind == "release" || kind == "checkpoint" || kind == "record";
+}
+
+}  // namespace
+
+OwnershipChecker::OwnershipChecker(NodeNamer names) : names_(names), tracker_(std::move(names)) {}
+
+std::string OwnershipChecker::name(WorkerIdentity worker) const { return text::worker_name(names_, worker); }
+
+OwnershipChecker::Reading OwnershipChecker::reading_of(NodeId node) const {
+  const ActingTracker::NodeView view = tracker_.node(node);
+  return Reading{view.read_at, view.wall, view.monotonic};
+}
+
+void OwnershipChecker::violation(std::string text) {
+  ++violation_count_;
+  if (violations_.size() < kViolationsKept) violations_.push_back(std::move(text));
+}
+
+void OwnershipChecker::observe(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(!finished_, "event at {} observed after finish", event.true_time);
+  if (tracker_.begins_new_instant(event)) settle(tracker_.now());
+  tracker_.apply(event);
+  for (std::string& error : tracker_.take_errors()) violation("trace contract: " + error);
+  if (event.kind != EventKind::note) return;
+  if (event.label == "lease.request") {
+    on_request(event);
+  } else if (event.label == "upstream.open" || event.label == "upstream.close") {
+    on_upstream(event);
+  } else if (text::is_dynamodb_operation(event.label)) {
+    on_dynamodb(event);
+  }
+}
+
+void OwnershipChecker::finish(Instant end) {
+  if (finished_) return;
+  finished_ = true;
+  LP_ASSERT_GE(end, tracker_.now());
+  settle(tracker_.now());
+  // An overlap that began at the very end has no length: not a violation.
+  for (const auto& [connection, ongoing] : overlaps_) {
+    for (const auto& [pair, start] : ongoing) {
+      if (end > start.began) report_overlap(connection, pair, start, end);
+    }
+  }
+  overlaps_.clear();
+  for (auto& [connection, hub] : hub_) {
+    if (hub.overlap_since) end_hub_overlap(connection, hub, end);
+  }
+}
+
+void OwnershipChecker::settle(Instant at) {
+  for (const std::string& connection : tracker_.take_touched()) settle_acting(connection, at);
+  for (const std::string& connection : std::exchange(hub_touched_, {})) settle_hub(connection, at);
+}
+
+void OwnershipChecker::settle_acting(const std::string& connection, Instant at) {
+  ++overlaps_checked_;
+  const std::vector<WorkerIdentity> acting = tracker_.acting(connection);
+  std::set<Pair> current;
+  for (size_t i = 0; i < acting.size(); ++i) {
+    for (size_t j = i + 1; j < acting.size(); ++j) current.emplace(acting[i], acting[j]);
+  }
+  std::map<Pair, OverlapStart>& ongoing = overlaps_[connection];
+  for (auto it = ongoing.begin(); it != ongoing.end();) {
+    if (current.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    report_overlap(connection, it->first, it->second, at);
+    it = ongoing.erase(it);
+  }
+  for (const Pair& pair : current) {
+    if (ongoing.contains(pair)) continue;
+    const ActingTracker::Session* first = tracker_.session(connection, pair.first);
+    const ActingTracker::Session* second = tracker_.session(connection, pair.second);
+    LP_ASSERT(first != nullptr && second != nullptr);
+    ongoing.emplace(pair, OverlapStart{at, reading_of(pair.first.node), reading_of(pair.second.node), *first,
+                                       *second});
+  }
+  if (ongoing.empty()) overlaps_.erase(connection);
+}
+
+void OwnershipChecker::report_overlap(const std::string& connection, const Pair& pair, const OverlapStart& start,
+                                      Instant ended) {
+  auto describe = [&](WorkerIdentity worker, const ActingTracker::Session& session, const Reading& reading) {
+    return fmt::format(
+        "{} (epoch {}, session opened at {}, acting since {}{}; its last clock readings, at {}: wall {}, "
+        "monotonic {})",
+        name(worker), session.epoch, session.opened_at, session.acting_since,
+        session.resumed ? " when it resumed" : "", reading.read_at, text::wall_reading(reading.wall, reading.read_at),
+        reading.monotonic);
+  };
+  violation(fmt::format("single ownership: connection {} had two acting owners for {}, from {} to {}: {} and {}",
+                        connection, ended - start.began, start.began, ended,
+                        describe(pair.first, start.first_session, start.first_reading),
+                        describe(pair.second, start.second_session, start.second_reading)));
+}
+
+void OwnershipChecker::on_request(const sim::TraceEvent& event) {
+  const std::vector<std::string_view> words = text::split_words(event.detail);
+  const std::optional<uint64_t> epoch = words.size() == 3 ? text::parse_u64(words[2]) : std::nullopt;
+  if (!epoch || event.value <= 0) {
+    violation(fmt::format("trace contract: malformed lease.request (detail '{}', message {}) at {}", event.detail,
+                          event.value, event.true_time));
+    return;
+  }
+  requests_[static_cast<uint64_t>(event.value)] =
+      Request{tracker_.identity_of(event.node), std::string(words[0]), std::string(words[1]), *epoch};
+}
+
+void OwnershipChecker::on_dynamodb(const sim::TraceEvent& event) {
+  const auto found = event.value > 0 ? requests_.find(static_cast<uint64_t>(event.value)) : requests_.end();
+  if (found == requests_.end()) {
+    ++unmatched_dynamodb_notes_;
+    return;
+  }
+  const Request request = std::move(found->second);
+  requests_.erase(found);  // a request message is applied (or refused) once
+  if (event.detail == "ok" && is_tracked_request(request.kind)) check_write(request, event.true_time, static_cast<uint64_t>(event.value));
+}
+
+void OwnershipChecker::check_write(const Request& request, Instant at, uint64_t message) {
+  DynamoView& view = dynamo_[request.connection];
+  if (request.kind == "acquire") {
+    view.latest = Acquirer{request.worker, request.epoch, at};
+    view.released_at.reset();
+    return;
+  }
+  ++writes_checked_;
+  if (!view.latest || view.latest->worker != request.worker) {
+    std::string latest;
+    if (view.latest) {
+      latest = fmt::format("{} (epoch {}, acquire applied at {})", name(view.latest->worker), view.latest->epoch,
+                           view.latest->at);
+    } else if (view.released_at) {
+      latest = fmt::format("none (released at {})", *view.released_at);
+    } else {
+      latest = "none (no acquire applied yet)";
+    }
+    violation(fmt::format("single ownership: write accepted under a stale lease: {} of connection {} from {} "
+                          "(epoch {}, request message {}) applied by DynamoDB at {}; latest acquirer: {}",
+                          request.kind, request.connection, name(request.worker), request.epoch, message, at,
+                          latest));
+  }
+  if (request.kind == "release") {
+    view.latest.reset();
+    view.released_at = at;
+  }
+}
+
+void OwnershipChecker::on_upstream(const sim::TraceEvent& event) {
+  const std::vector<std::string_view> words = text::split_words(event.detail);
+  if (words.size() != 2) {
+    violation(fmt::format("trace contract: malformed {} detail '{}' at {}", event.label, event.detail,
+                          event.true_time));
+    return;
+  }
+  const std::string connection(words[0]);
+  HubState& hub = hub_[connection];
+  const std::string worker(words[1]);
+  if (event.label == "upstream.open") {
+    ++hub.open_by_worker[worker];
+  } else if (const auto found = hub.open_by_worker.find(worker); found != hub.open_by_worker.end()) {
+    if (--found->second == 0) hub.open_by_worker.erase(found);
+  }
+  hub_touched_.insert(connection);
+}
+
+void OwnershipChecker::settle_hub(const std::string& connection, Instant at) {
+  HubState& hub = hub_[connection];
+  uint64_t open = 0;
+  for (const auto& [worker, count] : hub.open_by_worker) open += count;
+  if (open >= 2 && !hub.overlap_since) {
+    hub.overlap_since = at;
+  } else if (open < 2 && hub.overlap_since) {
+    end_hub_overlap(connection, hub, at);
+  }
+}
+
+void OwnershipChecker::end_hub_overlap(const std::string& connection, HubState& hub, Instant at) {
+  const Duration length = at - *hub.overlap_since;
+  hub.overlap_since.reset();
+  if (!length.is_negative() && !length.is_zero()) {
+    HubOverlap& figures = hub_overlaps_[connection];
+    ++figures.episodes;
+    figures.total += length;
+    figures.longest = std::max(figures.longest, length);
+  }
+}
+
+uint64_t OwnershipChecker::hub_overlap_episodes() const {
+  uint64_t episodes = 0;
+  for (const auto& [connection, figures] : hub_overlaps_) episodes += figures.episodes;
+  return episodes;
+}
+
+Duration OwnershipChecker::hub_overlap_time() const {
+  Duration total = Duration::zero();
+  for (const auto& [connection, figures] : hub_overlaps_) total += figures.total;
+  return total;
+}
+
+std::string OwnershipChecker::summary() const {
+  Duration longest = Duration::zero();
+  for (const auto& [connection, figures] : hub_overlaps_) longest = std::max(longest, figures.longest);
+  return fmt::format(
+      "single ownership: {} violations; checked {} acting intervals, {} overlap evaluations, {} writes "
+      "({} DynamoDB notes matched no lease.request)\n"
+      "hub-side overlapping sessions: {} episodes on {} connections, {} in total, longest {}",
+      violation_count_, acting_intervals(), overlaps_checked_, writes_checked_, unmatched_dynamodb_notes_,
+      hub_overlap_episodes(), hub_overlaps_.size(), hub_overlap_time(), longest);
+}
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,295 @@
+#include <leaseproof/properties/lease_checkers.hpp>
+
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <leaseproof/base/assert.hpp>
+
+#include "lease_text.hpp"
+
+namespace leaseproof::properties {
+
+using sim::EventKind;
+
+namespace {
+
+GapStatistics statistics_of(std::vector<Duration> values) {
+  std::sort(values.begin(), values.end());
+  GapStatistics out;
+  out.count = values.size();
+  if (values.empty()) return out;
+  out.p50 = nearest_rank(values, 50);
+  out.p99 = nearest_rank(values, 99);
+  out.max = values.back();
+  return out;
+}
+
+std::string format_statistics(const GapStatistics& figures) {
+  if (figures.count == 0) return "0";
+  return fmt::format("{} (p50 {}, p99 {}, max {})", figures.count, figures.p50, figures.p99, figures.max);
+}
+
+bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != GapCause::stopped; }
+
+}  // namespace
+
+RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
+    : names_(names), bounds_(std::move(bounds)), tracker_(std::move(names)) {}
+
+std::string RecoveryChecker::name(NodeId node) const { return text::node_name(names_, node); }
+
+void RecoveryChecker::violation(std::string text) {
+  ++violation_count_;
+  if (violations_.size() < kViolationsKept) violations_.push_back(std::move(text));
+}
+
+void RecoveryChecker::observe(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(!finished_at_, "event at {} observed after finish", event.true_time);
+  if (tracker_.begins_new_instant(event)) settle(tracker_.now());
+  tracker_.apply(event);
+  tracker_.take_errors();  // the ownership checker reports trace-contract breaks
+  if (event.kind == EventKind::note) {
+    if (event.label == "control.started" || event.label == "control.stopped") on_control(event);
+  } else {
+    on_fault_event(event);
+  }
+}
+
+void RecoveryChecker::on_control(const sim::TraceEvent& event) {
+  const std::string connection(event.detail);
+  ConnectionView& view = connections_[connection];
+  if (event.label == "control.started") {
+    if (view.started) return;  // already STARTED: nothing changes
+    view.started = true;
+    view.started_at = event.true_time;
+    view.owned_since_started = false;
+  } else {
+    view.started = false;
+    // A STOPPED connection is not owed an owner: its gap is not a recovery.
+    if (view.open_gap) ++gaps_dropped_by_stop_;
+    view.open_gap.reset();
+  }
+  touched_.insert(connection);
+}
+
+void RecoveryChecker::settle(Instant at) {
+  std::set<std::string> touched = tracker_.take_touched();
+  touched.merge(touched_);
+  touched_.clear();
+  for (const std::string& connection : touched) settle_connection(connection, at);
+}
+
+void RecoveryChecker::settle_connection(const std::string& connection, Instant at) {
+  const auto found = connections_.find(connection);
+  if (found == connections_.end() || !found->second.started) return;
+  ConnectionView& view = found->second;
+  if (!tracker_.acting(connection).empty()) {
+    view.owned_since_started = true;
+    if (view.open_gap) {
+      view.open_gap->ended = at;
+      gaps_.push_back(std::move(*view.open_gap));
+      view.open_gap.reset();
+    }
+    return;
+  }
+  if (view.open_gap) return;
+  OwnerlessGap gap;
+  gap.connection = connection;
+  gap.began = at;
+  const std::optional<ActingTracker::Stop> stop = tracker_.last_stop(connection);
+  if (view.owned_since_started && stop) {
+    gap.cause = stop->cause;
+    gap.last_owner = stop->worker;
+  }
+  view.open_gap = std::move(gap);
+}
+
+void RecoveryChecker::open_window(WindowKey key, Instant at) {
+  OpenWindow& window = open_windows_[key];
+  if (window.depth == 0) window.start = at;
+  ++window.depth;
+}
+
+void RecoveryChecker::close_window(WindowKey key, Instant at, std::string label) {
+  const auto found = open_windows_.find(key);
+  if (found == open_windows_.end()) return;  // ended without a start we saw
+  if (--found->second.depth > 0) return;
+  windows_.push_back(FaultWindow{found->second.start, at, std::move(label), std::get<1>(key), std::get<2>(key)});
+  open_windows_.erase(found);
+}
+
+void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
+  const Instant at = event.true_time;
+  const WindowKey link_key{event.kind, event.node, event.peer};
+  const WindowKey node_key{event.kind, event.node, kNoNode};
+  switch (event.kind) {
+    case EventKind::partition_start:
+    case EventKind::clog_start:
+      open_window(link_key, at);
+      break;
+    case EventKind::pause:
+      open_window(node_key, at);
+      break;
+    case EventKind::crash:
+      // A node killed while paused never resumes: its crash window takes over.
+      close_window({EventKind::pause, event.node, kNoNode}, at, fmt::format("pause of {}", name(event.node)));
+      open_window(node_key, at);
+      break;
+    case EventKind::partition_end:
+      close_window({EventKind::partition_start, event.node, event.peer}, at,
+                   fmt::format("partition {} -> {}", name(event.node), name(event.peer)));
+      break;
+    case EventKind::clog_end:
+      close_window({EventKind::clog_start, event.node, event.peer}, at,
+                   fmt::format("clog {} -> {}", name(event.node), name(event.peer)));
+      break;
+    case EventKind::resume:
+      close_window({EventKind::pause, event.node, kNoNode}, at, fmt::format("pause of {}", name(event.node)));
+      break;
+    case EventKind::start:
+    case EventKind::restart:
+      close_window({EventKind::crash, event.node, kNoNode}, at, fmt::format("crash of {}", name(event.node)));
+      break;
+    case EventKind::fault:
+      windows_.push_back(
+          FaultWindow{at, at, fmt::format("fault {} at {}", event.label, name(event.node)), event.node, kNoNode});
+      break;
+    case EventKind::clock_step:
+      windows_.push_back(FaultWindow{
+          at, at, fmt::format("clock step of {} by {}", name(event.node), Duration::from_ns(event.value)),
+          event.node, kNoNode});
+      break;
+    default:
+      break;
+  }
+}
+
+void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string label) {
+  LP_ASSERT_LE(start, end);
+  windows_.push_back(FaultWindow{start, end, std::move(label), kNoNode, kNoNode});
+}
+
+const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Duration bound, Instant until) const {
+  const Instant from = gap.began - bound;
+  const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
+  for (const FaultWindow& window : windows_) {
+    const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner);
+    if (!at_owner && window.start <= until && window.end >= from) return &window;
+  }
+  return nullptr;
+}
+
+std::string RecoveryChecker::describe(const OwnerlessGap& gap, Instant until) const {
+  const std::string owner =
+      gap.last_owner ? fmt::format(" of {}", text::worker_name(names_, *gap.last_owner)) : std::string();
+  return fmt::format("connection {} ownerless for {} after {}{}, from {} to {}{}", gap.connection,
+                     until - gap.began, to_string(gap.cause), owner, gap.began, until,
+                     gap.ended ? "" : " (still ownerless at the end)");
+}
+
+void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
+  const Instant until = gap.ended.value_or(end);
+  const auto bound = bounds_.find(gap.cause);
+  if (!judgeable(gap.cause) || bound == bounds_.end()) {
+    gap.verdict = OwnerlessGap::Verdict::not_judged;
+    return;
+  }
+  const Duration limit = bound->second.total();
+  if (const FaultWindow* window = excusing_window(gap, limit, until); window != nullptr) {
+    gap.verdict = OwnerlessGap::Verdict::excused;
+    const std::string window_end = window->end == Instant::max() ? "the end" : fmt::format("{}", window->end);
+    gap.excuse = fmt::format("{} from {} to {}", window->label, window->start, window_end);
+    ++excused_count_;
+    if (excused_.size() < kExcusedKept) {
+      excused_.push_back(fmt::format("{}: excused by {}", describe(gap, until), gap.excuse));
+    }
+    return;
+  }
+  if (until - gap.began > limit) {
+    gap.verdict = OwnerlessGap::Verdict::beyond;
+    violation(fmt::format("recovery: {}: beyond the bound {}", describe(gap, until), bound->second.formula()));
+    return;
+  }
+  gap.verdict = gap.ended ? OwnerlessGap::Verdict::within : OwnerlessGap::Verdict::not_judged;
+}
+
+void RecoveryChecker::finish(Instant end) {
+  if (finished_at_) return;
+  LP_ASSERT_GE(end, tracker_.now());
+  settle(tracker_.now());
+  finished_at_ = end;
+  for (const auto& [key, window] : open_windows_) {
+    const auto [kind, node, peer] = key;
+    std::string label = fmt::format("{} {}", sim::to_string(kind), name(node));
+    if (peer.valid()) label += fmt::format(" -> {}", name(peer));
+    windows_.push_back(FaultWindow{window.start, Instant::max(), std::move(label), node, peer});
+  }
+  open_windows_.clear();
+  for (auto& [connection, view] : connections_) {
+    if (view.open_gap) gaps_.push_back(std::move(*view.open_gap));
+    view.open_gap.reset();
+  }
+  for (OwnerlessGap& gap : gaps_) judge(gap, end);
+}
+
+void RecoveryChecker::check_liveness(Instant healed_at, Duration bound, Instant end) {
+  finish(end);
+  // The latest gap of each connection that overlaps its required-owned window.
+  std::map<std::string, const OwnerlessGap*> offending;
+  for (const OwnerlessGap& gap : gaps_) {
+    const auto view = connections_.find(gap.connection);
+    if (view == connections_.end() || !view->second.started) continue;
+    const Instant required_from = std::max(healed_at, view->second.started_at) + bound;
+    const Instant until = std::min(gap.ended.value_or(end), end);
+    if (until > std::max(gap.began, required_from)) offending[gap.connection] = &gap;
+  }
+  for (const auto& [connection, gap] : offending) {
+    const Instant required_from = std::max(healed_at, connections_.at(connection).started_at) + bound;
+    violation(fmt::format("liveness: {}; every STARTED connection must be owned from {} (faults healed at {} + "
+                          "bound {}) until {}",
+                          describe(*gap, gap->ended.value_or(end)), required_from, healed_at, bound, end));
+  }
+}
+
+std::map<GapCause, CauseStatistics> RecoveryChecker::statistics() const {
+  std::map<GapCause, std::vector<Duration>> all;
+  std::map<GapCause, std::vector<Duration>> judged;
+  std::map<GapCause, CauseStatistics> out;
+  for (const OwnerlessGap& gap : gaps_) {
+    CauseStatistics& figures = out[gap.cause];
+    if (gap.verdict == OwnerlessGap::Verdict::excused) ++figures.excused;
+    if (gap.verdict == OwnerlessGap::Verdict::beyond) ++figures.beyond_bound;
+    if (!gap.ended) {
+      ++figures.unfinished;
+      continue;
+    }
+    const Duration length = *gap.ended - gap.began;
+    all[gap.cause].push_back(length);
+    if (gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond) {
+      judged[gap.cause].push_back(length);
+    }
+  }
+  for (auto& [cause, figures] : out) {
+    figures.all = statistics_of(std::move(all[cause]));
+    figures.judged = statistics_of(std::move(judged[cause]));
+  }
+  return out;
+}
+
+std::string RecoveryChecker::summary() const {
+  std::string out = fmt::format(
+      "recovery: {} violations; {} gaps, {} excused by fault windows, {} dropped when their connection stopped",
+      violation_count_, gaps_.size(), excused_count_, gaps_dropped_by_stop_);
+  for (const auto& [cause, figures] : statistics()) {
+    const auto bound = bounds_.find(cause);
+    out += fmt::format("\n  {}: gaps {}; judged {}; excused {}, beyond bound {}, unfinished {}; bound {}",
+                       to_string(cause), format_statistics(figures.all), format_statistics(figures.judged),
+                       figures.excused, figures.beyond_bound, figures.unfinished,
+                       bound == bounds_.end() ? "none (not judged)" : bound->second.formula());
+  }
+  return out;
+}
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,556 @@
+// The lease checkers on hand-built traces: each test writes the few events of
+// one situation and states what the checkers must decide about it.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <leaseproof/properties/lease_checkers.hpp>
+#include <leaseproof/sim/clock.hpp>
+
+namespace leaseproof::properties {
+namespace {
+
+using namespace leaseproof::literals;
+using sim::EventKind;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr NodeId kControl{0};
+constexpr NodeId kDynamo{1};
+constexpr NodeId kUpstream{2};
+constexpr NodeId kW1{3};
+constexpr NodeId kW2{4};
+constexpr NodeId kW3{5};
+
+const std::vector<std::string> kNames = {"control", "dynamodb", "upstream", "w1", "w2", "w3"};
+
+NodeNamer namer() {
+  return [](NodeId node) { return node.value < kNames.size() ? kNames[node.value] : std::string("?"); };
+}
+
+// Builds a trace in order. Worker w2's wall clock runs 15 s fast, so messages
+// can be seen to carry each worker's own readings.
+class TraceBuilder {
+ public:
+  TraceBuilder& at(Duration since_zero) {
+    now_ = Instant::zero() + since_zero;
+    return *this;
+  }
+  Instant now() const { return now_; }
+
+  TraceBuilder& start(NodeId node, uint64_t incarnation = 1) { return add(EventKind::start, node, incarnation); }
+  TraceBuilder& restart(NodeId node, uint64_t incarnation) { return add(EventKind::restart, node, incarnation); }
+  TraceBuilder& crash(NodeId node) { return add(EventKind::crash, node, 0, 0, "crash"); }
+  TraceBuilder& sigkill(NodeId node) { return add(EventKind::crash, node, 0, 0, "sigkill"); }
+  TraceBuilder& exit(NodeId node) { return add(EventKind::exit, node); }
+  TraceBuilder& pause(NodeId node) { return add(EventKind::pause, node, 0, (60_s).ns()); }
+  TraceBuilder& resume(NodeId node) { return add(EventKind::resume, node); }
+  TraceBuilder& fault(NodeId node, std::string site) { return add(EventKind::fault, node, 0, 0, std::move(site)); }
+
+  TraceBuilder& open(NodeId worker, const std::string& connection, uint64_t epoch) {
+    return note(worker, "lease.open", connection + " " + std::to_string(epoch), static_cast<int64_t>(epoch));
+  }
+  TraceBuilder& close(NodeId worker, const std::string& connection, uint64_t epoch, const std::string& reason) {
+    return note(worker, "lease.close", connection + " " + std::to_string(epoch) + " " + reason,
+                static_cast<int64_t>(epoch));
+  }
+  // A worker's DynamoDB request (message id `message`), then DynamoDB applying it.
+  TraceBuilder& request(NodeId worker, const std::string& kind, const std::string& connection, uint64_t epoch,
+                        int64_t message) {
+    return note(worker, "lease.request", kind + " " + connection + " " + std::to_string(epoch), message);
+  }
+  TraceBuilder& applied(int64_t message, const std::string& outcome = "ok") {
+    return note(kDynamo, "UpdateItem", outcome, message);
+  }
+  TraceBuilder& started(const std::string& connection) { return note(kControl, "control.started", connection); }
+  TraceBuilder& stopped(const std::string& connection) { return note(kControl, "control.stopped", connection); }
+  TraceBuilder& hub_open(const std::string& connection, const std::string& worker) {
+    return note(kUpstream, "upstream.open", connection + " " + worker);
+  }
+  TraceBuilder& hub_close(const std::string& connection, const std::string& worker) {
+    return note(kUpstream, "upstream.close", connection + " " + worker);
+  }
+  TraceBuilder& partition(NodeId from, NodeId to, bool starts) {
+    return world(starts ? EventKind::partition_start : EventKind::partition_end, from, to);
+  }
+
+  TraceBuilder& note(NodeId node, std::string label, std::string detail, int64_t value = 0) {
+    return add(EventKind::note, node, 0, value, std::move(label), std::move(detail));
+  }
+
+  template <typename Checker>
+  void feed(Checker& checker) const {
+    for (const Owned& owned : events_) {
+      sim::TraceEvent event = owned.event;
+      event.label = owned.label;
+      event.detail = owned.detail;
+      checker.observe(event);
+    }
+  }
+
+ private:
+  struct Owned {
+    sim::TraceEvent event;
+    std::string label;
+    std::string detail;
+  };
+
+  TraceBuilder& add(EventKind kind, NodeId node, uint64_t id = 0, int64_t value = 0, std::string label = {},
+                    std::string detail = {}) {
+    sim::TraceEvent event;
+    event.kind = kind;
+    event.true_time = now_;
+    event.node = node;
+    const Duration offset = node == kW2 ? 15_s : Duration::zero();
+    event.wall = sim::kWallEpoch + now_.since_zero() + offset;
+    event.monotonic = Instant::from_ns(1'000'000'000'000) + now_.since_zero();
+    event.id = id;
+    event.value = value;
+    events_.push_back(Owned{event, std::move(label), std::move(detail)});
+    return *this;
+  }
+  TraceBuilder& world(EventKind kind, NodeId from, NodeId to) {
+    sim::TraceEvent event;
+    event.kind = kind;
+    event.true_time = now_;
+    event.node = from;
+    event.peer = to;
+    events_.push_back(Owned{event, {}, {}});
+    return *this;
+  }
+
+  Instant now_ = Instant::zero();
+  std::deque<Owned> events_;
+};
+
+TraceBuilder workers_started() {
+  TraceBuilder trace;
+  trace.at(0_s).start(kW1).start(kW2).start(kW3);
+  return trace;
+}
+
+std::vector<std::string> run_ownership(const TraceBuilder& trace, Instant end, OwnershipChecker* out = nullptr) {
+  OwnershipChecker checker(namer());
+  trace.feed(checker);
+  checker.finish(end);
+  if (out != nullptr) *out = checker;
+  return checker.violations();
+}
+
+// ---- single ownership: acting overlaps ----
+
+TEST(OwnershipChecker, TwoWorkersActingTogetherForAPositiveLengthIsAViolation) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(5_s).open(kW2, "c1", 2);
+  trace.at(8_s).close(kW1, "c1", 1, "deadline");
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 20_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("connection c1"), HasSubstr("w1#1"), HasSubstr("w2#1"),
+                                   HasSubstr("for 3s, from @5s to @8s"), HasSubstr("epoch 1"), HasSubstr("epoch 2"),
+                                   HasSubstr("wall +20s (clock +15s)"), HasSubstr("wall +1s (clock +0s)"),
+                                   HasSubstr("monotonic @16m45s")));
+}
+
+TEST(OwnershipChecker, OverlapStillOpenAtTheEndIsReportedUpToTheEnd) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(5_s).open(kW2, "c1", 2);
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 9_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], HasSubstr("for 4s, from @5s to @9s"));
+}
+
+TEST(OwnershipChecker, HandoverInsideOneInstantIsNotAnOverlap) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(5_s).open(kW2, "c1", 2).close(kW1, "c1", 1, "lost");
+  trace.at(6_s).open(kW1, "c2", 1).open(kW3, "c2", 1);  // zero-length at the very end
+  OwnershipChecker checker(namer());
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 6_s, &checker).empty());
+  EXPECT_EQ(checker.acting_intervals(), 4u);
+}
+
+TEST(OwnershipChecker, ResumeThenCloseInTheSameInstantIsNotAnOverlap) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(2_s).pause(kW1);
+  trace.at(25_s).open(kW2, "c1", 2);
+  // w1's deadline passed while it was paused: it closes as it resumes.
+  trace.at(30_s).resume(kW1).close(kW1, "c1", 1, "deadline");
+  OwnershipChecker checker(namer());
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 40_s, &checker).empty());
+  EXPECT_EQ(checker.acting_intervals(), 3u);  // w1 open, w2 open, w1 resume
+  EXPECT_GE(checker.overlaps_checked(), 3u);
+}
+
+TEST(OwnershipChecker, PausedOwnerThatResumesAndKeepsActingOverlapsTheNewOwner) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(2_s).pause(kW1);
+  trace.at(25_s).open(kW2, "c1", 2);  // no violation while w1 is paused
+  trace.at(30_s).resume(kW1);
+  trace.at(31_s).close(kW1, "c1", 1, "lost");
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 40_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("for 1s, from @30s to @31s"), HasSubstr("acting since @30s when it resumed"),
+                                   HasSubstr("session opened at @1s")));
+}
+
+TEST(OwnershipChecker, CrashAndExitEndActing) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1).open(kW2, "c2", 1);
+  trace.at(10_s).sigkill(kW1).exit(kW2);
+  trace.at(12_s).open(kW3, "c1", 2).open(kW3, "c2", 2);
+  trace.at(14_s).restart(kW1, 2);
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 30_s).empty());
+}
+
+TEST(OwnershipChecker, ARestartedProcessIsANewWorker) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(2_s).crash(kW1);
+  trace.at(3_s).restart(kW1, 2).open(kW1, "c1", 2);
+  trace.at(4_s).open(kW2, "c1", 3);
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 5_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("w1#2"), HasSubstr("w2#1"), HasSubstr("from @4s to @5s")));
+}
+
+// ---- single ownership: writes under a stale lease ----
+
+TEST(OwnershipChecker, StaleCheckpointAfterAnotherAcquireIsAViolation) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 1, 11).applied(11);
+  trace.at(30_s).request(kW2, "acquire", "c1", 2, 12).applied(12);
+  trace.at(31_s).request(kW1, "checkpoint", "c1", 1, 13).applied(13);
+  OwnershipChecker checker(namer());
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 40_s, &checker);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0],
+              AllOf(HasSubstr("write accepted under a stale lease"), HasSubstr("checkpoint of connection c1 from w1#1"),
+                    HasSubstr("latest acquirer: w2#1 (epoch 2, acquire applied at @30s)"), HasSubstr("message 13")));
+  EXPECT_EQ(checker.writes_checked(), 1u);
+}
+
+TEST(OwnershipChecker, FencedWritesInDynamoOrderAreNotViolations) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 1, 1).applied(1);
+  trace.at(5_s).request(kW1, "renew", "c1", 1, 2).applied(2);
+  trace.at(6_s).request(kW1, "checkpoint", "c1", 1, 3).request(kW1, "record", "c1", 1, 4);
+  trace.at(7_s).applied(3).applied(4);
+  trace.at(8_s).request(kW1, "release", "c1", 1, 5).applied(5);
+  trace.at(9_s).request(kW2, "acquire", "c1", 2, 6).applied(6);
+  // w1's late checkpoint is refused by the fence: not a violation.
+  trace.at(10_s).request(kW1, "checkpoint", "c1", 1, 7).applied(7, "ConditionalCheckFailedException");
+  trace.at(11_s).request(kW2, "checkpoint", "c1", 2, 8).applied(8);
+  trace.at(12_s).request(kW3, "reconcile", "-", 0, 9).applied(9).applied(0);
+  OwnershipChecker checker(namer());
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 20_s, &checker).empty());
+  EXPECT_EQ(checker.writes_checked(), 5u);  // renew, checkpoint, record, release, w2's checkpoint
+  EXPECT_EQ(checker.unmatched_dynamodb_notes(), 1u);
+}
+
+TEST(OwnershipChecker, WriteAfterReleaseIsAViolation) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 1, 1).applied(1);
+  trace.at(2_s).request(kW1, "release", "c1", 1, 2).applied(2);
+  trace.at(3_s).request(kW1, "record", "c1", 1, 3).applied(3);
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 5_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("record of connection c1 from w1#1"),
+                                   HasSubstr("latest acquirer: none (released at @2s)")));
+}
+
+TEST(OwnershipChecker, WriteFromAnEarlierIncarnationIsStale) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 1, 1).applied(1);
+  trace.at(2_s).request(kW1, "renew", "c1", 1, 2);
+  trace.at(3_s).crash(kW1).restart(kW1, 2).request(kW1, "acquire", "c1", 2, 3).applied(3);
+  trace.at(4_s).applied(2);  // the old process's renew arrives late and is accepted
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 5_s);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("renew of connection c1 from w1#1"), HasSubstr("latest acquirer: w1#2")));
+}
+
+// ---- hub-side overlaps: figures, not violations ----
+
+TEST(OwnershipChecker, HubSideOverlapsAreCountedNotReported) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).hub_open("c1", "w1");
+  trace.at(5_s).hub_open("c1", "w2");
+  trace.at(8_s).hub_close("c1", "w1");
+  trace.at(9_s).hub_open("c2", "w1").hub_open("c2", "w3").hub_close("c2", "w1");  // zero length
+  trace.at(10_s).hub_open("c3", "w1").hub_open("c3", "w2");
+  OwnershipChecker checker(namer());
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 12_s, &checker).empty());
+  EXPECT_EQ(checker.hub_overlap_episodes(), 2u);
+  EXPECT_EQ(checker.hub_overlap_time(), 5_s);
+  ASSERT_EQ(checker.hub_overlaps().count("c1"), 1u);
+  EXPECT_EQ(checker.hub_overlaps().at("c1").longest, 3_s);
+  EXPECT_EQ(checker.hub_overlaps().count("c2"), 0u);
+  EXPECT_THAT(checker.summary(), HasSubstr("2 episodes on 2 connections, 5s in total, longest 3s"));
+}
+
+TEST(OwnershipChecker, MalformedLeaseNotesBreakTheTraceContract) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).note(kW1, "lease.open", "c1");
+  trace.at(2_s).close(kW2, "c9", 1, "released");
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 3_s);
+  ASSERT_EQ(violations.size(), 2u);
+  EXPECT_THAT(violations[0], HasSubstr("malformed lease.open detail 'c1'"));
+  EXPECT_THAT(violations[1], HasSubstr("lease.close of c9 at @2s by w2#1, which had no session open"));
+}
+
+// ---- recovery-time bound ----
+
+std::map<GapCause, RecoveryBound> bounds() {
+  return {
+      {GapCause::crash,
+       RecoveryBound{{{"lease", 20_s}, {"margin", 2_s}, {"watch granularity", 5_s}, {"round trips", 1_s},
+                      {"reconnect", 500_ms}}}},
+      {GapCause::pause, RecoveryBound{{{"lease", 20_s}, {"margin", 2_s}, {"round trips", 1_s}}}},
+      {GapCause::graceful, RecoveryBound{{{"notification", 1_s}, {"acquire", 500_ms}, {"reconnect", 500_ms}}}},
+      {GapCause::lease_lost, RecoveryBound{{{"margin", 2_s}, {"watch granularity", 5_s}}}},
+  };
+}
+
+RecoveryChecker run_recovery(const TraceBuilder& trace, Instant end) {
+  RecoveryChecker checker(namer(), bounds());
+  trace.feed(checker);
+  checker.finish(end);
+  return checker;
+}
+
+// c1 owned by w1 from 1 s, w1 crashes at 10 s, w2 takes over at `takeover`.
+TraceBuilder crash_then_takeover(Duration takeover) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(10_s).crash(kW1);
+  trace.at(takeover).open(kW2, "c1", 2);
+  return trace;
+}
+
+TEST(RecoveryBound, FormulaNamesEveryTerm) {
+  EXPECT_EQ(bounds().at(GapCause::crash).formula(),
+            "lease 20s + margin 2s + watch granularity 5s + round trips 1s + reconnect 500ms = 28.5s");
+  EXPECT_EQ(bounds().at(GapCause::crash).total(), 28'500_ms);
+}
+
+TEST(RecoveryChecker, CrashGapWithinTheBoundIsJudgedAndPasses) {
+  const RecoveryChecker checker = run_recovery(crash_then_takeover(30_s), Instant::zero() + 60_s);
+  EXPECT_TRUE(checker.violations().empty());
+  ASSERT_EQ(checker.gaps().size(), 2u);
+  EXPECT_EQ(checker.gaps()[0].cause, GapCause::initial);
+  EXPECT_EQ(checker.gaps()[1].cause, GapCause::crash);
+  EXPECT_EQ(checker.gaps()[1].verdict, OwnerlessGap::Verdict::within);
+  EXPECT_EQ(*checker.gaps()[1].ended - checker.gaps()[1].began, 20_s);
+  EXPECT_EQ(checker.statistics().at(GapCause::crash).judged.max, 20_s);
+}
+
+TEST(RecoveryChecker, CrashGapBeyondTheBoundIsAViolationWithItsFormula) {
+  const RecoveryChecker checker = run_recovery(crash_then_takeover(40_s), Instant::zero() + 60_s);
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              AllOf(HasSubstr("connection c1 ownerless for 30s after crash of w1#1, from @10s to @40s"),
+                    HasSubstr("lease 20s + margin 2s + watch granularity 5s + round trips 1s + reconnect 500ms = "
+                              "28.5s")));
+  EXPECT_EQ(checker.statistics().at(GapCause::crash).beyond_bound, 1u);
+}
+
+TEST(RecoveryChecker, PartitionOfAnotherWorkerExcusesTheGap) {
+  TraceBuilder with_partition = workers_started();
+  with_partition.at(0_s).started("c1");
+  with_partition.at(1_s).open(kW1, "c1", 1);
+  with_partition.at(10_s).crash(kW1);
+  with_partition.at(15_s).partition(kW2, kDynamo, true);
+  with_partition.at(35_s).partition(kW2, kDynamo, false);
+  with_partition.at(40_s).open(kW2, "c1", 2);
+  const RecoveryChecker checker = run_recovery(with_partition, Instant::zero() + 60_s);
+  EXPECT_TRUE(checker.violations().empty());
+  EXPECT_EQ(checker.excused_count(), 1u);
+  ASSERT_EQ(checker.excused().size(), 1u);
+  EXPECT_THAT(checker.excused()[0], HasSubstr("excused by partition w2 -> dynamodb from @15s to @35s"));
+  EXPECT_EQ(checker.gaps()[1].verdict, OwnerlessGap::Verdict::excused);
+}
+
+TEST(RecoveryChecker, FaultsAtTheLastOwnerOrLongBeforeDoNotExcuse) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).fault(kW3, "dynamo.slow");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(10_s).crash(kW1);
+  trace.at(40_s).open(kW2, "c1", 2);
+  const RecoveryChecker early = run_recovery(trace, Instant::zero() + 60_s);
+  // The fault at 1 s lies inside [10 s - 28.5 s, 40 s]: it excuses.
+  EXPECT_EQ(early.excused_count(), 1u);
+
+  // The same fault long before [40 s - 28.5 s, 70 s] does not, nor does the
+  // partition of the last owner itself (still open at the end).
+
+  TraceBuilder late = workers_started();
+  late.at(0_s).started("c1");
+  late.at(1_s).fault(kW3, "dynamo.slow");
+  late.at(31_s).open(kW1, "c1", 1);
+  late.at(35_s).partition(kW1, kDynamo, true);
+  late.at(40_s).crash(kW1);
+  late.at(70_s).open(kW2, "c1", 2);
+  const RecoveryChecker checker = run_recovery(late, Instant::zero() + 80_s);
+  EXPECT_EQ(checker.excused_count(), 0u);
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0], HasSubstr("ownerless for 30s after crash of w1#1, from @40s to @1m10s"));
+}
+
+TEST(RecoveryChecker, DeclaredFaultWindowExcusesTheGap) {
+  RecoveryChecker checker(namer(), bounds());
+  crash_then_takeover(40_s).feed(checker);
+  checker.add_fault_window(Instant::zero() + 20_s, Instant::zero() + 25_s, "dynamodb throttling");
+  checker.finish(Instant::zero() + 60_s);
+  EXPECT_TRUE(checker.violations().empty());
+  ASSERT_EQ(checker.excused().size(), 1u);
+  EXPECT_THAT(checker.excused()[0], HasSubstr("dynamodb throttling from @20s to @25s"));
+}
+
+TEST(RecoveryChecker, GracefulAndCrashCausesHaveTheirOwnBounds) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1").started("c2").started("c3");
+  trace.at(1_s).open(kW1, "c1", 1).open(kW2, "c2", 1).open(kW3, "c3", 1);
+  trace.at(10_s).close(kW1, "c1", 1, "released").exit(kW2);
+  trace.at(11_s).open(kW1, "c1", 2);  // graceful, 1 s: within 2 s
+  trace.at(13_s).open(kW1, "c2", 2);  // graceful (exit), 3 s: beyond 2 s
+  // Later, so that this crash's window does not excuse the gaps above.
+  trace.at(50_s).crash(kW3);
+  trace.at(53_s).open(kW1, "c3", 2);  // crash, 3 s: within 28.5 s
+  const RecoveryChecker checker = run_recovery(trace, Instant::zero() + 60_s);
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              AllOf(HasSubstr("connection c2 ownerless for 3s after graceful of w2#1"),
+                    HasSubstr("notification 1s + acquire 500ms + reconnect 500ms = 2s")));
+  const std::map<GapCause, CauseStatistics> figures = checker.statistics();
+  EXPECT_EQ(figures.at(GapCause::graceful).judged.count, 2u);
+  EXPECT_EQ(figures.at(GapCause::crash).judged.count, 1u);
+  EXPECT_EQ(figures.at(GapCause::initial).all.count, 3u);
+}
+
+TEST(RecoveryChecker, LeaseLostAndPauseCauses) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1").started("c2");
+  trace.at(1_s).open(kW1, "c1", 1).open(kW2, "c2", 1);
+  trace.at(10_s).close(kW1, "c1", 1, "deadline").pause(kW2);
+  trace.at(12_s).open(kW3, "c1", 2);
+  // w2 resumes and closes in the same instant: the gap stays one pause gap.
+  trace.at(30_s).resume(kW2).close(kW2, "c2", 1, "deadline");
+  trace.at(35_s).open(kW3, "c2", 2);
+  const RecoveryChecker checker = run_recovery(trace, Instant::zero() + 40_s);
+  ASSERT_EQ(checker.gaps().size(), 4u);
+  EXPECT_EQ(checker.gaps()[2].cause, GapCause::lease_lost);
+  EXPECT_EQ(checker.gaps()[3].cause, GapCause::pause);
+  EXPECT_EQ(checker.gaps()[3].began, Instant::zero() + 10_s);
+  EXPECT_EQ(*checker.gaps()[3].ended, Instant::zero() + 35_s);
+  // 25 s > 23 s, and w2's own pause window does not excuse it.
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0], HasSubstr("ownerless for 25s after pause of w2#1"));
+}
+
+TEST(RecoveryChecker, InitialGapIsMeasuredButNotJudged) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(100_s).open(kW1, "c1", 1);
+  const RecoveryChecker checker = run_recovery(trace, Instant::zero() + 120_s);
+  EXPECT_TRUE(checker.violations().empty());
+  ASSERT_EQ(checker.gaps().size(), 1u);
+  EXPECT_EQ(checker.gaps()[0].cause, GapCause::initial);
+  EXPECT_EQ(checker.gaps()[0].verdict, OwnerlessGap::Verdict::not_judged);
+  EXPECT_EQ(checker.statistics().at(GapCause::initial).all.max, 100_s);
+}
+
+TEST(RecoveryChecker, StoppedConnectionOwesNoRecovery) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(10_s).crash(kW1);
+  trace.at(11_s).stopped("c1");
+  RecoveryChecker checker = run_recovery(trace, Instant::zero() + 200_s);
+  EXPECT_TRUE(checker.violations().empty());
+  EXPECT_EQ(checker.gaps().size(), 1u);  // the initial one
+  EXPECT_THAT(checker.summary(), HasSubstr("1 dropped when their connection stopped"));
+}
+
+TEST(RecoveryChecker, LivenessReportsEachConnectionStillOwnerless) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1").started("c2").started("c3").started("c4");
+  trace.at(1_s).open(kW1, "c1", 1).open(kW2, "c2", 1).open(kW2, "c3", 1).open(kW2, "c4", 1);
+  trace.at(50_s).crash(kW2);
+  trace.at(85_s).open(kW3, "c3", 2);  // before healed + bound = 90 s: fine
+  trace.at(95_s).open(kW3, "c4", 2);  // ownerless after 90 s: violation
+  RecoveryChecker checker(namer(), {});
+  trace.feed(checker);
+  checker.check_liveness(Instant::zero() + 60_s, 30_s, Instant::zero() + 120_s);
+  ASSERT_EQ(checker.violations().size(), 2u);
+  EXPECT_THAT(checker.violations()[0],
+              AllOf(HasSubstr("connection c2 ownerless for 1m10s after crash of w2#1, from @50s to @2m0s (still "
+                              "ownerless at the end)"),
+                    HasSubstr("owned from @1m30s (faults healed at @1m0s + bound 30s)")));
+  EXPECT_THAT(checker.violations()[1], HasSubstr("connection c4 ownerless for 45s"));
+}
+
+// ---- statistics ----
+
+TEST(NearestRank, PercentilesAreExactOnKnownLists) {
+  std::vector<Duration> hundred;
+  for (int64_t i = 1; i <= 100; ++i) hundred.push_back(Duration::from_s(i));
+  EXPECT_EQ(nearest_rank(hundred, 50), 50_s);
+  EXPECT_EQ(nearest_rank(hundred, 99), 99_s);
+  EXPECT_EQ(nearest_rank(hundred, 100), 100_s);
+  const std::vector<Duration> ten = {1_s, 2_s, 3_s, 4_s, 5_s, 6_s, 7_s, 8_s, 9_s, 10_s};
+  EXPECT_EQ(nearest_rank(ten, 50), 5_s);
+  EXPECT_EQ(nearest_rank(ten, 99), 10_s);
+  EXPECT_EQ(nearest_rank(ten, 0), 1_s);
+  EXPECT_EQ(nearest_rank({7_s}, 50), 7_s);
+  EXPECT_EQ(nearest_rank({}, 50), Duration::zero());
+}
+
+TEST(RecoveryChecker, StatisticsPerCauseUseNearestRank) {
+  TraceBuilder trace = workers_started();
+  for (int i = 0; i < 3; ++i) {
+    const std::string connection = "c" + std::to_string(i);
+    trace.at(0_s).started(connection).open(kW1, connection, 1);
+  }
+  trace.at(10_s).crash(kW1);
+  trace.at(11_s).open(kW2, "c1", 2);
+  trace.at(12_s).open(kW2, "c2", 2);
+  trace.at(13_s).open(kW2, "c0", 2);
+  const RecoveryChecker checker = run_recovery(trace, Instant::zero() + 20_s);
+  const CauseStatistics crash = checker.statistics().at(GapCause::crash);
+  EXPECT_EQ(crash.all.count, 3u);
+  EXPECT_EQ(crash.all.p50, 2_s);
+  EXPECT_EQ(crash.all.p99, 3_s);
+  EXPECT_EQ(crash.judged.max, 3_s);
+  EXPECT_THAT(checker.summary(), HasSubstr("crash: gaps 3 (p50 2s, p99 3s, max 3s)"));
+}
+
+// ---- both together ----
+
+TEST(LeaseCheckers, ViolationsCarryTheReproduceCommand) {
+  LeaseCheckers checkers(namer(), bounds());
+  checkers.set_reproduce_command("leaseproof run --seed 7");
+  TraceBuilder trace = crash_then_takeover(40_s);
+  trace.at(41_s).open(kW3, "c1", 3);
+  trace.at(42_s).close(kW3, "c1", 3, "released");
+  trace.feed(checkers);
+  checkers.finish(Instant::zero() + 50_s);
+  const std::vector<std::string> violations = checkers.violations();
+  ASSERT_EQ(violations.size(), 2u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("single ownership"), HasSubstr("reproduce: leaseproof run --seed 7")));
+  EXPECT_THAT(violations[1], AllOf(HasSubstr("recovery"), HasSubstr("reproduce: leaseproof run --seed 7")));
+  EXPECT_EQ(checkers.violation_count(), 2u);
+  EXPECT_THAT(checkers.summary(), AllOf(HasSubstr("single ownership: 1 violations"), HasSubstr("recovery: 1 violations")));
+}
+
+}  // namespace
+}  // namespace leaseproof::properties
