@@ -257,6 +257,69 @@ int check_determinism_command(const DeterminismArgs& args) {
   return diverged == 0 ? 0 : kExitFailed;
 }
 
+// ---- check: many seeds, once each -----------------------------------------------
+
+// Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
+template <typename Body>
+void parallel_for(uint64_t count, unsigned jobs, Body body) {
+  std::atomic<uint64_t> next{0};
+  std::vector<std::thread> workers;
+  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
+    workers.emplace_back([&] {
+      for (uint64_t i = next++; i < count; i = next++) body(i);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+int check_command(const DeterminismArgs& args) {
+  const auto [first_seed, last_seed] = parse_seed_range(args.seeds);
+  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
+  const Duration duration = args.duration.empty() ? scenario.default_duration
+                                                  : parse_positive_duration(args.duration, "--duration");
+  const nlohmann::json parameters = scenario_parameters(args.parameters);
+  const uint64_t count = last_seed - first_seed + 1;
+  auto config_for = [&](uint64_t seed) {
+    scenarios::RunConfig config;
+    config.seed = seed;
+    config.duration = duration;
+    config.parameters = parameters;
+    return config;
+  };
+  validate_config(scenario, config_for(first_seed));
+  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
+  fmt::print("leaseproof check: scenario {}, seeds {}..{}, duration {}, {} threads\n", scenario.name, first_seed,
+             last_seed, leaseproof::format_duration(duration), std::min<uint64_t>(jobs, count));
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<scenarios::RunResult> results(count);
+  parallel_for(count, jobs, [&](uint64_t i) {
+    scenarios::RunResult result = scenario.run(config_for(first_seed + i));
+    result.digests.clear();
+    result.lines.clear();
+    results[i] = std::move(result);
+  });
+  const double wall_seconds = seconds_since(start);
+  uint64_t failed = 0;
+  uint64_t events = 0;
+  std::map<std::string, uint64_t> totals;
+  for (const scenarios::RunResult& result : results) {
+    events += result.events;
+    for (const auto& [name, value] : result.counters) totals[name] += value;
+    if (result.passed()) continue;
+    ++failed;
+    fmt::print("seed {}: FAIL ({} violations): {}\n  reproduce: {}\n", result.seed, result.violations.size(),
+               result.violations.front().substr(0, result.violations.front().find('\n')),
+               scenarios::reproduce_command(result));
+  }
+  std::string coverage;
+  for (const auto& [name, value] : totals) coverage += fmt::format(" {}={}", name, value);
+  fmt::print("totals:{}\n", coverage);
+  fmt::print("check: {} seeds, {} passed, {} failed; {} events in {:.2f} s ({:.1f} seeds/s)\n", count, count - failed,
+             failed, events, wall_seconds, static_cast<double>(count) / std::max(wall_seconds, 1e-9));
+  return failed == 0 ? 0 : kExitFailed;
+}
+
 int list_scenarios() {
   for (const auto& scenario : scenarios::scenarios()) {
     fmt::print("{:<10} default duration {:<8} {}\n", scenario.name,
@@ -305,6 +368,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 256u))
       ->type_name("N");
 
+  DeterminismArgs check_args;
+  check_args.scenario = "lease-swarm";
+  CLI::App* check = app.add_subcommand("check", "Run each seed of a range once; report every failing seed with its reproduce line");
+  check->add_option("--seeds", check_args.seeds, "Seed range A..B (inclusive)")->required()->type_name("A..B");
+  check->add_option("--scenario", check_args.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
+  check->add_option("--duration", check_args.duration, "Simulated time per run (default: the scenario's)")
+      ->type_name("DURATION");
+  check->add_option("--jobs", check_args.jobs, "Threads (default: one per core)")->check(CLI::Range(1u, 256u))->type_name("N");
+  add_parameter_flags(check, check_args.parameters);
+
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
   leaseproof::cli::DynamoReplayArgs replay_args;
@@ -337,6 +410,7 @@ int main(int argc, char** argv) {
     if (run->parsed()) return run_command(run_args);
     if (det->parsed()) return check_determinism_command(det_args);
     if (list->parsed()) return list_scenarios();
+    if (check->parsed()) return check_command(check_args);
     if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);
