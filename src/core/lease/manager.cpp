@@ -177,6 +177,7 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
       }
       break;
   }
+  finish_drain(out);  // the last release or in-flight acquire may have ended
   on_timer(now, out);
 }
 
@@ -189,6 +190,7 @@ void LeaseManager::on_renew_reply(const Pending& pending, const dynamo::Result<d
   }
   Held& held = it->second;
   held.renew_token = 0;
+  if (draining_) return;  // a release is in flight: its reply decides
   if (reply != nullptr && reply->ok()) {
     confirm(pending.connection, held, pending.sent, now, out);
     return;
@@ -221,6 +223,7 @@ void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dyn
   if (it == held_.end()) return;
   Held& held = it->second;
   held.read_token = 0;
+  if (draining_) return;  // a release is in flight: its reply decides
   if (reply == nullptr || (!reply->ok() && reply->error().type != dynamo::error_type::conditional_check_failed)) {
     held.next_renew = now.monotonic + config_.retry_backoff;  // still unknown; the deadline protects us
     return;
@@ -292,7 +295,7 @@ void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result
 }
 
 void LeaseManager::finish_drain(Actions& out) {
-  if (!draining_ || drain_complete_ || !held_.empty()) return;
+  if (!draining_ || drain_complete_ || !held_.empty() || !acquiring_.empty()) return;
   drain_complete_ = true;
   out.push_back(DrainComplete{});
 }

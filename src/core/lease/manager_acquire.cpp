@@ -43,6 +43,7 @@ void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basi
   acquiring_.insert(std::string{connection});
   const uint64_t token = send(out, RequestKind::acquire, connection, 0,
                               acquire_request(config_, connection, worker_id_, now.wall.ms(), basis), now.monotonic);
+  pending_.at(token).acquire_expires_ms = now.wall.ms() + config_.lease_duration.ms();
   if (auto it = watched_.find(connection); it != watched_.end()) it->second.token = token;
 }
 
@@ -55,6 +56,7 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
                                 read_request(config_, pending.connection), now.monotonic);
     pending_.at(token).acquire_read = true;
     pending_.at(token).sent = pending.sent;  // the acquire's send time bounds its deadline
+    pending_.at(token).acquire_expires_ms = pending.acquire_expires_ms;
     return;
   }
   acquiring_.erase(pending.connection);
@@ -74,6 +76,7 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
   watched_.erase(pending.connection);
   auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
   confirm(pending.connection, it->second, pending.sent, now, out);
+  if (draining_) release(pending.connection, it->second, now, out);  // acquired while draining: hand it back
 }
 
 void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
@@ -86,6 +89,13 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
     if (lease) observe(*lease, now, out, false);
     return;
   }
+  if (lease->expires_at_ms != pending.acquire_expires_ms) {
+    // Ours, but an older lease of ours (its deadline passed): the acquire did
+    // not apply, and this lease may be taken by anyone. Ask again.
+    out.push_back(Mark{"lease.ambiguous_acquire_not_applied"});
+    acquire(pending.connection, AcquireBasis{}, now, out);
+    return;
+  }
   out.push_back(Mark{"lease.ambiguous_acquire_was_ours"});
   Held held;
   held.epoch = lease->epoch;
@@ -93,6 +103,7 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   watched_.erase(pending.connection);
   auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
   confirm(pending.connection, it->second, pending.sent, now, out);
+  if (draining_) release(pending.connection, it->second, now, out);  // acquired while draining: hand it back
 }
 
 void LeaseManager::on_released(std::string_view connection, Clock now, Actions& out) {
@@ -164,6 +175,12 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     take_over(lease.connection, lease, now, out);
     return;
   }
+  if (until_expiry <= Duration::zero()) {
+    // The stamp says the lease has run out: only the counter can tell more,
+    // and it must stay unchanged until then (re-reading earlier is wasted).
+    watch.check_at = unchanged_long_enough;
+    return;
+  }
   const Duration hint = clamp(until_expiry, Duration::from_ms(100), config_.lease_duration + margin);
   watch.check_at = std::min(unchanged_long_enough, now.monotonic + hint);
 }
@@ -228,8 +245,20 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
   for (const dynamo::Item& item : query->items.value_or(std::vector<dynamo::Item>{})) {
     std::optional<LeaseView> lease = parse_lease(item);
     if (!lease) continue;
-    if (!lease->owner.empty()) sweep_workers_.insert(lease->owner);
-    if (lease->owner == worker_id_) continue;
+    // Only owners that look alive may be ranked as watchers: a crashed worker
+    // stays the owner of its leases until they are taken, and counting it
+    // could leave no live watcher for them at all (after a mass crash).
+    const bool looks_live = lease->expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
+    if (!lease->owner.empty() && looks_live) sweep_workers_.insert(lease->owner);
+    if (held_.contains(lease->connection) || acquiring_.contains(lease->connection)) continue;
+    if (lease->owner == worker_id_) {
+      // Ours in the table but not held: our deadline passed (an outage, a
+      // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
+      // us take it back under a new epoch.
+      out.push_back(Mark{"lease.reclaim_own_stale"});
+      sweep_->free.push_back(std::move(*lease));
+      continue;
+    }
     if (config_.algorithm == Algorithm::seed) {
       sweep_->free.push_back(std::move(*lease));  // the seed's query returns expired leases only
       continue;

@@ -70,15 +70,17 @@ dynamo::Request acquire_request(const LeaseConfig& config, std::string_view conn
   values[":started"] = S(kStarted);
   std::string expiry;
   if (basis.observed_counter) {
-    expiry = "lease_counter = :counter";
+    expiry = " OR lease_counter = :counter";
     values[":counter"] = N(*basis.observed_counter);
-  } else {
-    expiry = "lease_expires_at_ms < :expired_before";
+  } else if (config.expiry_mode == ExpiryMode::wall) {
+    expiry = " OR lease_expires_at_ms < :expired_before";
     values[":expired_before"] = N(now_wall_ms - config.safety_margin.ms());
   }
+  // Counter mode never compares wall clocks: without an observed counter it
+  // only takes a free lease (or its own), whatever the acquirer's clock says.
   // "OR lease_owner = :me": an acquire retried after a lost reply succeeds.
   request.write.condition_expression = fmt::format(
-      "desired_state = :started AND (attribute_not_exists(lease_owner) OR lease_owner = :me OR {})", expiry);
+      "desired_state = :started AND (attribute_not_exists(lease_owner) OR lease_owner = :me{})", expiry);
   request.write.return_values = dynamo::ReturnValues::all_new;
   request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
   return request;

@@ -121,6 +121,7 @@ class LeaseManager {
     Instant sent;
     int64_t epoch = 0;
     bool acquire_read = false;  // a read after an ambiguous acquire
+    int64_t acquire_expires_ms = 0;  // what the acquire writes: tells whether it applied
   };
   struct Sweep {
     uint32_t shard = 0;

@@ -1,0 +1,521 @@
+// Scenario tests of the lease manager (core/lease) against the simulated
+// DynamoDB store, in a deterministic world of a few workers (lease_world.hpp).
+// Parameters are the articles': lease 20 s, heartbeat 5 s, reconcile 60 s,
+// margin 2 s, request timeout 2 s.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "lease_world.hpp"
+
+namespace leaseproof::lease::test {
+namespace {
+
+using namespace literals;
+
+LeaseConfig articles(ExpiryMode mode = ExpiryMode::wall) {
+  LeaseConfig config;
+  config.expiry_mode = mode;
+  return config;
+}
+
+LeaseConfig seed_algorithm() {
+  LeaseConfig config;
+  config.algorithm = Algorithm::seed;
+  return config;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+// The first session opened on `connection` by someone other than `previous`
+// at or after `since`.
+std::optional<SessionEvent> next_open(const LeaseWorld& world, const std::string& connection, size_t previous,
+                                      Instant since) {
+  for (const SessionEvent& e : world.session_log()) {
+    if (e.open && e.connection == connection && e.worker != previous && e.at >= since) return e;
+  }
+  return std::nullopt;
+}
+
+// ---- one worker ---------------------------------------------------------------------
+
+TEST(LeaseManager, OneWorkerAcquiresEveryFreeConnectionAndRenewsEachHeartbeat) {
+  LeaseWorld world{articles(), 1};
+  world.add_connections(5);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);  // start jitter is at most 5 s
+  ASSERT_EQ(world.open_sessions(w), 5u);
+  EXPECT_EQ(world.worker(w).manager->active_connections(), 5u);
+  for (const std::string& c : world.connections()) {
+    const auto lease = world.lease(c);
+    ASSERT_TRUE(lease);
+    EXPECT_EQ(lease->owner, "w0");
+    EXPECT_EQ(lease->epoch, 1);
+    EXPECT_EQ(lease->counter, 1);
+  }
+  const Instant from = world.now();
+  world.run_for(60_s);
+  // One renew per connection per heartbeat, and nothing else is needed.
+  EXPECT_GE(world.calls(w, RequestKind::renew, from), 5 * 11);
+  EXPECT_LE(world.calls(w, RequestKind::renew, from), 5 * 13);
+  EXPECT_EQ(world.calls(w, RequestKind::read, from), 0);
+  EXPECT_EQ(world.open_sessions(w), 5u);
+  EXPECT_TRUE(world.worker(w).closes.empty());
+  for (const std::string& c : world.connections()) {
+    const auto lease = world.lease(c);
+    EXPECT_EQ(lease->epoch, 1);  // renewing never changes the epoch
+    EXPECT_GE(lease->counter, 12);
+    const int64_t wall_ms = world.clock_of(w).wall.ms();
+    EXPECT_GT(lease->expires_at_ms, wall_ms + 14'000);  // renewed within the last heartbeat
+    EXPECT_LE(lease->expires_at_ms, wall_ms + 20'000);
+  }
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, RespectsCapacityAndASecondWorkerTakesTheRest) {
+  LeaseConfig config = articles();
+  config.capacity = 3;
+  LeaseWorld world{config, 2};
+  world.add_connections(5);
+  const size_t a = world.start_worker();
+  world.run_for(6_s);
+  EXPECT_EQ(world.open_sessions(a), 3u);
+  const size_t b = world.start_worker();
+  world.run_for(6_s);
+  EXPECT_EQ(world.open_sessions(b), 2u);
+  world.run_for(2_min);
+  EXPECT_EQ(world.open_sessions(a) + world.open_sessions(b), 5u);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, UnreachableDynamoClosesTheSessionAtTheDeadlineBeforeAnyoneElseAcquires) {
+  LeaseWorld world{articles(), 3};
+  world.add_connections(3);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  const size_t other = world.start_worker();
+  world.run_for(70_s);  // the other worker has swept and watches
+  ASSERT_EQ(world.open_sessions(owner), 3u);
+  const Instant cut = world.now();
+  world.set_unreachable(owner, true);
+  world.run_for(60_s);
+  EXPECT_EQ(world.open_sessions(owner), 0u);
+  EXPECT_GE(world.mark_count("lease.deadline_stop"), 3);
+  EXPECT_GE(world.mark_count("lease.renew_timeout_reread"), 1);
+  for (const std::string& c : world.connections()) {
+    const Instant deadline = world.latest_deadline(owner, c);
+    std::optional<SessionEvent> closed;
+    for (const SessionEvent& e : world.session_log()) {
+      if (!e.open && e.worker == owner && e.connection == c) closed = e;
+    }
+    ASSERT_TRUE(closed);
+    EXPECT_EQ(closed->reason, CloseReason::deadline);
+    EXPECT_LE(closed->at, deadline);                   // never acts past the deadline
+    EXPECT_GE(closed->at, deadline - 10_ms);           // and not needlessly early
+    EXPECT_LE(closed->at - cut, 20_s);
+    const auto taken = next_open(world, c, owner, cut);
+    ASSERT_TRUE(taken) << c;
+    EXPECT_EQ(taken->worker, other);
+    EXPECT_GT(taken->at, closed->at);
+  }
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, ALoneWorkerReacquiresItsOwnLeasesAfterAnOutage) {
+  // Nobody else will take them: after its deadline stop, the worker's own
+  // stale leases (still naming it as owner) must come back to it.
+  LeaseWorld world{articles(), 4};
+  world.add_connections(2);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  ASSERT_EQ(world.open_sessions(w), 2u);
+  world.set_unreachable(w, true);
+  world.run_for(30_s);
+  ASSERT_EQ(world.open_sessions(w), 0u);
+  world.set_unreachable(w, false);
+  // At the latest at the next reconcile sweep.
+  EXPECT_TRUE(world.run_until_true(70_s, [&] { return world.open_sessions(w) == 2; }));
+  for (const std::string& c : world.connections()) EXPECT_EQ(world.lease(c)->epoch, 2);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, ADroppedReclaimOfItsOwnStaleLeaseIsNotMistakenForAnAcquire) {
+  // The read after the ambiguous acquire shows this worker as the owner, but
+  // of the old, expired lease: adopting it would act on a lease anyone may take.
+  LeaseWorld world{articles(), 22};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  world.set_unreachable(w, true);
+  world.run_for(30_s);
+  ASSERT_EQ(world.open_sessions(w), 0u);
+  world.set_unreachable(w, false);
+  world.next_fate(w, Fate::drop_request, RequestKind::acquire);
+  ASSERT_TRUE(world.run_until_true(70_s, [&] { return world.open_sessions(w) == 1; }));
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire"), 1);
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire_not_applied"), 1);
+  EXPECT_EQ(world.worker(w).sessions.at("c0"), 2);  // a fresh epoch, not the stale one
+  EXPECT_GT(world.lease("c0")->expires_at_ms, world.clock_of(w).wall.ms() + 15'000);
+}
+
+// ---- crash recovery -----------------------------------------------------------------
+
+struct Recovery {
+  Duration worst;
+  int taken = 0;
+};
+
+// Starts `owner` first so that it owns everything, then the others; crashes
+// the owner and checks every takeover happened after the owner's deadline.
+Recovery crash_and_measure(LeaseWorld& world, size_t owner, Duration observe) {
+  world.run_for(70_s);
+  const Instant crash_at = world.now() + 1234_ms;  // off the heartbeat grid
+  world.run_until(crash_at);
+  world.crash(owner);
+  world.run_for(observe);
+  Recovery recovery;
+  for (const std::string& c : world.connections()) {
+    const auto taken = next_open(world, c, owner, crash_at);
+    if (!taken) {
+      ADD_FAILURE() << c << " was never taken over";
+      continue;
+    }
+    ++recovery.taken;
+    EXPECT_GT(taken->at, world.latest_deadline(owner, c)) << c << " taken before the old owner's deadline";
+    recovery.worst = std::max(recovery.worst, taken->at - crash_at);
+  }
+  return recovery;
+}
+
+TEST(LeaseManager, CrashWallModeTakeoverAfterTheDeadlineWithSkewWithinTwiceTheMargin) {
+  LeaseWorld world{articles(ExpiryMode::wall), 5};
+  world.add_connections(6);
+  const size_t owner = world.start_worker(ahead(-1900_ms));
+  world.run_for(6_s);
+  world.start_worker(ahead(1900_ms));  // 3.8 s ahead of the owner: within 2 x 2 s
+  world.start_worker(ahead(0_ms));
+  const Recovery recovery = crash_and_measure(world, owner, 60_s);
+  EXPECT_EQ(recovery.taken, 6);
+  // lease + margin + skew + a watch read.
+  EXPECT_LE(recovery.worst, 20_s + 2_s + 4_s + 1_s) << format_duration(recovery.worst);
+  EXPECT_GE(world.mark_count("lease.takeover_expired"), 6);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, CrashCounterModeTakeoverAfterTheDeadlineWhateverTheWallSkew) {
+  LeaseWorld world{articles(ExpiryMode::counter), 6};
+  world.add_connections(6);
+  const size_t owner = world.start_worker(ahead(0_s));
+  world.run_for(6_s);
+  world.start_worker(ahead(15_s));   // 15 s fast
+  world.start_worker(ahead(-40_s));  // 40 s slow
+  const Instant before = world.now();
+  const Recovery recovery = crash_and_measure(world, owner, 90_s);
+  EXPECT_EQ(recovery.taken, 6);
+  // The watcher must see the counter unchanged for lease + margin from a read
+  // after the owner's last renew; it reads about once per lease period.
+  EXPECT_LE(recovery.worst, 2 * (20_s + 2_s) + 1_s) << format_duration(recovery.worst);
+  EXPECT_GE(world.mark_count("lease.takeover_expired"), 6);
+  // Watching is cheap: no read storm while a lease sits unchanged.
+  int reads = 0;
+  for (size_t i = 1; i < world.worker_count(); ++i) reads += world.calls(i, RequestKind::read, before);
+  EXPECT_LE(reads, 6 * 2 * 12) << "reads by watchers in " << format_duration(world.now() - before);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, ASurvivorTakesOverEveryLeaseAfterAMassCrash) {
+  // Watchers are chosen among the owners the last sweep saw; when most of
+  // them die at once, the survivor must still recover every lease.
+  for (ExpiryMode mode : {ExpiryMode::wall, ExpiryMode::counter}) {
+    LeaseConfig config = articles(mode);
+    config.capacity = 2;
+    LeaseWorld world{config, 21};
+    world.add_connections(12);
+    for (int i = 0; i < 6; ++i) {
+      world.start_worker();
+      world.run_for(6_s);
+    }
+    LeaseConfig roomy = config;
+    roomy.capacity = 20;
+    const size_t survivor = world.start_worker({}, roomy);
+    world.run_for(70_s);  // everyone has swept
+    ASSERT_EQ(world.open_sessions(survivor), 0u);
+    for (size_t i = 0; i < 6; ++i) world.crash(i);
+    // Two sweeps to forget the dead (their stamps expire), then a lease.
+    world.run_for(3_min + 30_s);
+    EXPECT_EQ(world.open_sessions(survivor), 12u) << to_string(mode);
+    EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+  }
+}
+
+TEST(LeaseManager, PausedOwnerStopsActingWhenItResumesAndAnotherTookOver) {
+  LeaseWorld world{articles(ExpiryMode::counter), 7};
+  world.add_connections(2);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  const size_t other = world.start_worker();
+  world.run_for(70_s);
+  world.pause(owner, 60_s);
+  world.run_for(61_s);
+  EXPECT_EQ(world.open_sessions(owner), 0u);
+  EXPECT_EQ(world.open_sessions(other), 2u);
+  EXPECT_GE(world.mark_count("lease.deadline_stop"), 2);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+// ---- ambiguous outcomes ---------------------------------------------------------------
+
+TEST(LeaseManager, LostAcquireReplyIsReadBackAndTheLeaseIsNotOrphaned) {
+  LeaseWorld world{articles(), 8};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.next_fate(w, Fate::lose_reply, RequestKind::acquire);
+  ASSERT_TRUE(world.run_until_true(10_s, [&] { return world.open_sessions(w) == 1; }));
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire"), 1);
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire_was_ours"), 1);
+  EXPECT_EQ(world.calls(w, RequestKind::acquire), 1);  // the read settled it
+  EXPECT_EQ(world.lease("c0")->owner, "w0");
+  EXPECT_EQ(world.worker(w).sessions.at("c0"), world.lease("c0")->epoch);
+  world.run_for(30_s);
+  EXPECT_EQ(world.open_sessions(w), 1u);  // renewals work at the read epoch
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, DroppedAcquireIsReadBackAndRetried) {
+  LeaseWorld world{articles(), 9};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.next_fate(w, Fate::drop_request, RequestKind::acquire);
+  ASSERT_TRUE(world.run_until_true(10_s, [&] { return world.open_sessions(w) == 1; }));
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire"), 1);
+  EXPECT_EQ(world.mark_count("lease.ambiguous_acquire_was_ours"), 0);
+  EXPECT_EQ(world.calls(w, RequestKind::acquire), 2);
+  EXPECT_EQ(world.lease("c0")->epoch, 1);
+}
+
+TEST(LeaseManager, LostRenewReplyIsConfirmedByARead) {
+  LeaseWorld world{articles(), 10};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  world.next_fate(w, Fate::lose_reply, RequestKind::renew);
+  world.run_for(30_s);
+  EXPECT_EQ(world.mark_count("lease.renew_timeout_reread"), 1);
+  EXPECT_EQ(world.mark_count("lease.renew_confirmed_by_read"), 1);
+  EXPECT_EQ(world.open_sessions(w), 1u);
+  EXPECT_TRUE(world.worker(w).closes.empty());
+}
+
+TEST(LeaseManager, DroppedRenewIsReadAndRenewedAgain) {
+  LeaseWorld world{articles(), 11};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  world.next_fate(w, Fate::drop_request, RequestKind::renew);
+  const Instant from = world.now();
+  world.run_for(7_s);
+  EXPECT_EQ(world.mark_count("lease.renew_timeout_reread"), 1);
+  EXPECT_EQ(world.mark_count("lease.renew_confirmed_by_read"), 0);
+  EXPECT_EQ(world.calls(w, RequestKind::renew, from), 2);  // the dropped one and its retry
+  EXPECT_EQ(world.open_sessions(w), 1u);
+}
+
+TEST(LeaseManager, RenewRefusedBecauseAnotherAcquiredIsReadAndTheSessionClosedAsLost) {
+  LeaseWorld world{articles(), 12};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  // An intruder takes the lease by force (an operator, a buggy peer).
+  const Clock clock = world.clock_of(w);
+  LeaseConfig intruder = articles();
+  const auto forced = world.apply(acquire_request(intruder, "c0", "intruder", clock.wall.ms() + 3'600'000, {}));
+  ASSERT_TRUE(forced.ok());
+  const Instant forced_at = world.now();
+  world.run_for(6_s);
+  EXPECT_EQ(world.mark_count("lease.renew_refused_reread"), 1);
+  EXPECT_EQ(world.mark_count("lease.lost"), 1);
+  ASSERT_EQ(world.worker(w).closes.size(), 1u);
+  EXPECT_EQ(world.worker(w).closes[0].reason, CloseReason::lost);
+  EXPECT_EQ(world.worker(w).closes[0].epoch, 1);
+  EXPECT_LE(world.session_log().back().at - forced_at, 5_s + 50_ms);  // at the next heartbeat
+  EXPECT_EQ(world.lease("c0")->owner, "intruder");
+}
+
+TEST(LeaseManager, StoppedConnectionClosesTheSessionAsStopped) {
+  LeaseWorld world{articles(), 13};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  ASSERT_TRUE(world.apply(stop_connection_request(world.config(), "c0")).ok());
+  world.run_for(6_s);
+  ASSERT_EQ(world.worker(w).closes.size(), 1u);
+  EXPECT_EQ(world.worker(w).closes[0].reason, CloseReason::stopped);
+  world.run_for(2_min);
+  EXPECT_EQ(world.open_sessions(w), 0u);  // and it is not acquired again
+}
+
+// ---- drain ----------------------------------------------------------------------------
+
+TEST(LeaseManager, SigtermDrainsReleasesAnnouncesAndANotifiedWorkerTakesOverAtOnce) {
+  LeaseConfig config = articles();
+  LeaseWorld world{config, 14};
+  world.set_auto_notify(true);
+  world.add_connections(4);
+  const size_t old_worker = world.start_worker();
+  world.run_for(6_s);
+  const size_t new_worker = world.start_worker();
+  world.run_for(10_s);
+  ASSERT_EQ(world.open_sessions(old_worker), 4u);
+  const Instant term_at = world.now();
+  world.sigterm(old_worker);
+  EXPECT_EQ(world.open_sessions(old_worker), 0u);  // sessions stop before anything is written
+  world.run_for(1_s);
+  auto& w = world.worker(old_worker);
+  EXPECT_TRUE(w.drain_complete);
+  EXPECT_EQ(w.closes.size(), 4u);
+  for (const CloseSession& c : w.closes) EXPECT_EQ(c.reason, CloseReason::drained);
+  EXPECT_EQ(world.calls(old_worker, RequestKind::release), 4);
+  EXPECT_EQ(w.notified.size(), 4u);
+  EXPECT_EQ(world.mark_count("lease.drain"), 1);
+  for (const std::string& c : world.connections()) {
+    const auto taken = next_open(world, c, old_worker, term_at);
+    ASSERT_TRUE(taken) << c;
+    EXPECT_EQ(taken->worker, new_worker);
+    EXPECT_LT(taken->at - term_at, 200_ms);  // graceful handover: notification + acquire
+    EXPECT_EQ(world.lease(c)->epoch, 2);
+  }
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, SigtermWhileAnAcquireIsInFlightReleasesWhatItGetsBeforeDrainComplete) {
+  LeaseWorld world{articles(), 15};
+  world.add_connections(3);
+  const size_t w = world.start_worker();
+  ASSERT_TRUE(world.run_until_true(6_s, [&] { return world.calls(w, RequestKind::acquire) == 3; }));
+  world.sigterm(w);
+  world.run_for(5_s);
+  EXPECT_TRUE(world.worker(w).drain_complete);
+  EXPECT_EQ(world.open_sessions(w), 0u);
+  for (const std::string& c : world.connections()) {
+    const auto lease = world.lease(c);
+    EXPECT_EQ(lease->owner, "") << c << " left owned by a drained worker";
+    EXPECT_EQ(lease->expires_at_ms, 0);
+  }
+  EXPECT_EQ(world.worker(w).notified.size(), 3u);
+}
+
+TEST(LeaseManager, SigtermWithNothingHeldCompletesAtOnce) {
+  LeaseWorld world{articles(), 16};
+  const size_t w = world.start_worker();
+  world.run_for(1_s);
+  world.sigterm(w);
+  EXPECT_TRUE(world.worker(w).drain_complete);
+}
+
+// ---- checkpoint -----------------------------------------------------------------------
+
+TEST(LeaseManager, CheckpointIsFencedByOwnerEpochAndIncreasingSequence) {
+  LeaseWorld world{articles(), 17};
+  world.add_connections(1);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  world.checkpoint(w, "c0", 5);
+  world.run_for(1_s);
+  EXPECT_EQ(world.lease("c0")->last_seq, 5);
+  world.checkpoint(w, "c0", 3);  // going back is refused
+  world.run_for(1_s);
+  EXPECT_EQ(world.lease("c0")->last_seq, 5);
+  EXPECT_EQ(world.mark_count("lease.checkpoint_fenced"), 1);
+  world.checkpoint(w, "c1", 9);  // not ours: nothing is sent
+  EXPECT_EQ(world.calls(w, RequestKind::checkpoint), 2);
+  // A stale epoch's checkpoint is refused by the store.
+  const auto stale = world.apply(checkpoint_request(world.config(), "c0", "w0", 0, 7));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.error().type, dynamo::error_type::conditional_check_failed);
+  const auto other = world.apply(checkpoint_request(world.config(), "c0", "w9", 1, 7));
+  EXPECT_FALSE(other.ok());
+  EXPECT_EQ(world.lease("c0")->last_seq, 5);
+}
+
+// ---- duplicate notifications and the seed algorithm ------------------------------------
+
+TEST(LeaseManager, CounterModeADuplicateReleaseNotificationCannotLetAFastClockStealALiveLease) {
+  // SQS is at-least-once: a late duplicate of an old release reaches a worker
+  // whose wall clock is a minute fast, while the lease has a live owner.
+  LeaseWorld world{articles(ExpiryMode::counter), 18};
+  world.add_connections(1);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  const size_t fast = world.start_worker(ahead(60_s));
+  world.run_for(1_s);
+  world.notify(fast, "c0");
+  world.run_for(1_s);
+  EXPECT_EQ(world.open_sessions(owner), 1u);
+  EXPECT_EQ(world.open_sessions(fast), 0u);
+  EXPECT_EQ(world.lease("c0")->owner, "w0");
+  EXPECT_GE(world.mark_count("lease.acquire_refused"), 1);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+TEST(LeaseManager, SeedAlgorithmAWorkerSixteenSecondsFastTakesALiveLease) {
+  LeaseWorld world{seed_algorithm(), 19};
+  world.add_connections(4);
+  world.start_worker();
+  world.run_for(6_s);
+  world.start_worker(ahead(16_s));
+  EXPECT_TRUE(world.run_until_true(30_min, [&] { return !world.violations().empty(); }))
+      << "the articles' algorithm survived a 16 s skew";
+}
+
+TEST(LeaseManager, CoreCounterModeSurvivesTheSameSixteenSecondSkew) {
+  LeaseWorld world{articles(ExpiryMode::counter), 19};
+  world.add_connections(4);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  world.start_worker(ahead(16_s));
+  world.run_for(30_min);
+  EXPECT_EQ(world.open_sessions(owner), 4u);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+// Pauses the owner for 25 s once a minute (each pause longer than the lease).
+bool pauses_break_ownership(LeaseWorld& world, size_t owner, int rounds) {
+  for (int round = 0; round < rounds && world.violations().empty(); ++round) {
+    world.pause(owner, 25_s);
+    world.run_for(60_s + Duration::from_ms(round * 1'700));
+  }
+  return !world.violations().empty();
+}
+
+TEST(LeaseManager, SeedAlgorithmAPausedOwnerActsAgainAfterItsLeaseWasTaken) {
+  LeaseWorld world{seed_algorithm(), 20};
+  world.add_connections(2);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  world.start_worker();
+  world.run_for(10_s);
+  EXPECT_TRUE(pauses_break_ownership(world, owner, 30)) << "the articles' algorithm survived 25 s pauses";
+}
+
+TEST(LeaseManager, CorePausedOwnerSurvivesTheSamePauses) {
+  for (ExpiryMode mode : {ExpiryMode::wall, ExpiryMode::counter}) {
+    LeaseWorld world{articles(mode), 20};
+    world.add_connections(2);
+    const size_t owner = world.start_worker();
+    world.run_for(6_s);
+    world.start_worker();
+    world.run_for(10_s);
+    EXPECT_FALSE(pauses_break_ownership(world, owner, 30)) << to_string(mode) << "\n" << joined(world.violations());
+    EXPECT_GE(world.mark_count("lease.deadline_stop"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace leaseproof::lease::test

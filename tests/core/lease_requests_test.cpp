@@ -1,0 +1,259 @@
+// The lease protocol's requests and configuration (core/lease), applied to the
+// simulated DynamoDB store so that each condition is checked by what it
+// accepts and refuses, not by its text.
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include <leaseproof/core/lease/config.hpp>
+#include <leaseproof/core/lease/requests.hpp>
+#include <leaseproof/models/dynamo_store.hpp>
+
+namespace leaseproof::lease {
+namespace {
+
+using namespace literals;
+
+constexpr int64_t kNowMs = 1'700'000'000'000LL;
+
+// ---- configuration ---------------------------------------------------------------------
+
+std::string invalid(void (*change)(LeaseConfig&)) {
+  LeaseConfig config;
+  change(config);
+  return config.validate();
+}
+
+TEST(LeaseConfig, TheArticlesParametersAreValid) {
+  EXPECT_EQ(LeaseConfig{}.validate(), "");
+  LeaseConfig seed;
+  seed.algorithm = Algorithm::seed;
+  EXPECT_EQ(seed.validate(), "");
+}
+
+TEST(LeaseConfig, EachRejectionNamesTheField) {
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.heartbeat_interval = 20_s; }),
+            "lease.heartbeat_interval (20s) must be shorter than lease.lease_duration (20s)");
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.heartbeat_interval = 25_s; }).find("lease.heartbeat_interval"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.lease_duration = 0_s; }).find("lease.lease_duration"), std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.heartbeat_interval = -1_s; }).find("lease.heartbeat_interval"),
+            std::string::npos);
+  const std::string margin = invalid([](LeaseConfig& c) { c.safety_margin = 15_s; });
+  EXPECT_NE(margin.find("lease.safety_margin (15s) + lease.heartbeat_interval (5s)"), std::string::npos) << margin;
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.safety_margin = -1_s; }).find("lease.safety_margin"), std::string::npos);
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.capacity = 0; }), "lease.capacity must be at least 1");
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.request_timeout = 20_s; }).find("lease.request_timeout"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.reconcile_jitter_max = 61_s; }).find("lease.reconcile_jitter_max"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.reconcile_interval = 0_s; }).find("lease.reconcile_interval"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.retry_backoff = 0_s; }).find("lease.retry_backoff"), std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.acquire_per_round_max = 0; }).find("lease.acquire_per_round_max"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.watchers_per_lease = 0; }).find("lease.watchers_per_lease"),
+            std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.query_pages_max = 0; }).find("lease.query_pages_max"), std::string::npos);
+  EXPECT_NE(invalid([](LeaseConfig& c) { c.table.shards = 0; }).find("lease.table.shards"), std::string::npos);
+}
+
+TEST(LeaseConfig, TheSeedAlgorithmHasNoMarginToCheck) {
+  LeaseConfig config;
+  config.algorithm = Algorithm::seed;
+  config.safety_margin = 15_s;  // unused by the seed
+  EXPECT_EQ(config.validate(), "");
+  EXPECT_EQ(config.skew_tolerated(), 0_s);
+  EXPECT_EQ(config.drift_ppm_tolerated(), 0);
+}
+
+TEST(LeaseConfig, AssumptionsStateWhatEachModeTolerates) {
+  LeaseConfig wall;
+  EXPECT_EQ(wall.skew_tolerated(), 4_s);
+  EXPECT_NE(wall.assumptions().find("skew between workers at most 4s"), std::string::npos) << wall.assumptions();
+  LeaseConfig counter;
+  counter.expiry_mode = ExpiryMode::counter;
+  EXPECT_EQ(counter.drift_ppm_tolerated(), 100'000);  // 2 s over 20 s
+  EXPECT_NE(counter.assumptions().find("any wall skew"), std::string::npos);
+}
+
+// ---- requests against the store ----------------------------------------------------------
+
+class LeaseRequests : public ::testing::Test {
+ protected:
+  void SetUp() override { create(config_); }
+  void create(const LeaseConfig& config) {
+    ASSERT_TRUE(store_.apply(create_table_request(config), at(0)).ok());
+    ASSERT_TRUE(store_.apply(create_connection_request(config, "c1", "wss://hub/c1"), at(0)).ok());
+  }
+  static Instant at(int64_t offset_ms) { return Instant::from_ms(kNowMs + offset_ms); }
+  bool ok(const dynamo::Request& request) { return store_.apply(request, at(0)).ok(); }
+  LeaseView view(const LeaseConfig& config, std::string_view connection = "c1") {
+    auto item = store_.peek(config.table.name, dynamo::Item{{"pk", dynamo::AttributeValue::string(
+                                                                       connection_key(connection))}});
+    EXPECT_TRUE(item);
+    return item ? parse_lease(*item).value_or(LeaseView{}) : LeaseView{};
+  }
+  LeaseView view() { return view(config_); }
+
+  LeaseConfig config_;
+  models::DynamoStore store_{models::DynamoStoreOptions::faults_off(), 7};
+};
+
+TEST_F(LeaseRequests, ANewConnectionIsFreeWithExpiryZeroAndAShard) {
+  const LeaseView lease = view();
+  EXPECT_EQ(lease.connection, "c1");
+  EXPECT_EQ(lease.desired_state, kStarted);
+  EXPECT_EQ(lease.owner, "");
+  EXPECT_EQ(lease.epoch, 0);
+  EXPECT_EQ(lease.expires_at_ms, 0);
+  EXPECT_EQ(lease.ws_url, "wss://hub/c1");
+  EXPECT_FALSE(ok(create_connection_request(config_, "c1", "x")));  // never overwrites
+}
+
+TEST_F(LeaseRequests, AcquireIncrementsEpochAndCounterAndIsRefusedWhileLive) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  EXPECT_EQ(view().owner, "a");
+  EXPECT_EQ(view().epoch, 1);
+  EXPECT_EQ(view().counter, 1);
+  EXPECT_EQ(view().expires_at_ms, kNowMs + 20'000);
+  // Live (and within the margin after its expiry): refused.
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs + 10'000, {})));
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs + 22'000, {})));
+  const auto refused = store_.apply(acquire_request(config_, "c1", "b", kNowMs, {}), at(0));
+  ASSERT_FALSE(refused.ok());
+  ASSERT_TRUE(refused.error().item);  // the old item, to watch it
+  EXPECT_EQ(parse_lease(*refused.error().item)->owner, "a");
+  // Expired by more than the margin: taken, with a new epoch.
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs + 22'001, {})));
+  EXPECT_EQ(view().owner, "b");
+  EXPECT_EQ(view().epoch, 2);
+}
+
+TEST_F(LeaseRequests, AnAcquireRetriedByItsOwnerSucceeds) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs + 1, {})));
+  EXPECT_EQ(view().epoch, 2);
+}
+
+TEST_F(LeaseRequests, CounterModeAcquireNeedsTheObservedCounterWhateverTheClocks) {
+  LeaseConfig counter = config_;
+  counter.expiry_mode = ExpiryMode::counter;
+  ASSERT_TRUE(ok(acquire_request(counter, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(renew_request(counter, "c1", "a", 1, kNowMs + 5'000)));
+  EXPECT_EQ(view().counter, 2);
+  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs, AcquireBasis{1})));  // stale observation
+  // A clock an hour fast changes nothing: only the counter decides.
+  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs + 3'600'000, AcquireBasis{1})));
+  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs + 3'600'000, {})));
+  ASSERT_TRUE(ok(acquire_request(counter, "c1", "b", kNowMs, AcquireBasis{2})));
+  EXPECT_EQ(view().owner, "b");
+  EXPECT_EQ(view().epoch, 2);
+}
+
+TEST_F(LeaseRequests, RenewAndReleaseAreFencedByOwnerAndEpoch) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  EXPECT_FALSE(ok(renew_request(config_, "c1", "b", 1, kNowMs)));
+  EXPECT_FALSE(ok(renew_request(config_, "c1", "a", 0, kNowMs)));
+  ASSERT_TRUE(ok(renew_request(config_, "c1", "a", 1, kNowMs + 5'000)));
+  EXPECT_EQ(view().expires_at_ms, kNowMs + 25'000);
+  EXPECT_EQ(view().epoch, 1);
+  EXPECT_FALSE(ok(release_request(config_, "c1", "a", 2)));
+  EXPECT_FALSE(ok(release_request(config_, "c1", "b", 1)));
+  ASSERT_TRUE(ok(release_request(config_, "c1", "a", 1)));
+  EXPECT_EQ(view().owner, "");
+  EXPECT_EQ(view().expires_at_ms, 0);
+  EXPECT_EQ(view().counter, 3);
+  EXPECT_FALSE(ok(renew_request(config_, "c1", "a", 1, kNowMs)));  // released: renewing cannot resurrect it
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs, {})));  // free at once
+  EXPECT_EQ(view().epoch, 2);
+}
+
+TEST_F(LeaseRequests, CheckpointOnlyMovesForwardUnderTheCurrentEpoch) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(checkpoint_request(config_, "c1", "a", 1, 10)));
+  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 10)));  // not increasing
+  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 9)));
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs + 30'000, {})));
+  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 11)));  // the stale epoch's write
+  ASSERT_TRUE(ok(checkpoint_request(config_, "c1", "b", 2, 11)));
+  EXPECT_EQ(view().last_seq, 11);
+}
+
+TEST_F(LeaseRequests, AStoppedConnectionCannotBeAcquiredOrRenewedAndLeavesTheShardIndex) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(stop_connection_request(config_, "c1")));
+  EXPECT_FALSE(ok(renew_request(config_, "c1", "a", 1, kNowMs)));
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  const uint32_t shard = static_cast<uint32_t>(std::stoi(reconcile_shard("c1", config_.table.shards).substr(8)));
+  const auto page = store_.apply(reconcile_query(config_, shard, kNowMs, std::nullopt), at(0));
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(std::get<dynamo::QueryResponse>(page.value()).items->size(), 0u);
+}
+
+TEST_F(LeaseRequests, ReconcileQueriesFindEveryStartedItemInItsShardAcrossPages) {
+  config_.query_page_items_max = 3;
+  for (int i = 2; i <= 40; ++i) {
+    ASSERT_TRUE(ok(create_connection_request(config_, "c" + std::to_string(i), "wss://x")));
+  }
+  std::set<std::string> seen;
+  for (uint32_t shard = 0; shard < config_.table.shards; ++shard) {
+    std::optional<dynamo::Item> start;
+    do {
+      const auto page = store_.apply(reconcile_query(config_, shard, kNowMs, start), at(0));
+      ASSERT_TRUE(page.ok());
+      const auto& query = std::get<dynamo::QueryResponse>(page.value());
+      EXPECT_LE(query.items->size(), 3u);
+      for (const auto& item : *query.items) {
+        const auto lease = parse_lease(item);
+        ASSERT_TRUE(lease);
+        EXPECT_EQ(reconcile_shard(lease->connection, config_.table.shards), fmt::format("STARTED#{}", shard));
+        EXPECT_TRUE(seen.insert(lease->connection).second);
+      }
+      start = query.last_evaluated_key;
+    } while (start);
+  }
+  EXPECT_EQ(seen.size(), 40u);
+}
+
+TEST(LeaseRequestShapes, ReconcileShardIsStableAndInRange) {
+  EXPECT_EQ(reconcile_shard("c1", 8), reconcile_shard("c1", 8));
+  std::set<std::string> used;
+  for (int i = 0; i < 200; ++i) used.insert(reconcile_shard("conn-" + std::to_string(i), 8));
+  EXPECT_EQ(used.size(), 8u);  // spreads over every shard
+  EXPECT_EQ(*used.begin(), "STARTED#0");
+  EXPECT_EQ(*used.rbegin(), "STARTED#7");
+  EXPECT_EQ(connection_key("x"), "CONN#x");
+}
+
+TEST(LeaseRequestShapes, ParseLeaseRejectsForeignItems) {
+  EXPECT_FALSE(parse_lease(dynamo::Item{{"pk", dynamo::AttributeValue::string("ROOM#1")}}));
+  EXPECT_TRUE(parse_lease(dynamo::Item{{"pk", dynamo::AttributeValue::string("CONN#1")}}));
+}
+
+TEST(LeaseRequestsSeed, TheArticlesAcquireIgnoresEpochAndMargin) {
+  LeaseConfig seed;
+  seed.algorithm = Algorithm::seed;
+  models::DynamoStore store{models::DynamoStoreOptions::faults_off(), 3};
+  const Instant now = Instant::from_ms(kNowMs);
+  ASSERT_TRUE(store.apply(create_table_request(seed), now).ok());
+  ASSERT_TRUE(store.apply(create_connection_request(seed, "c1", "wss://x"), now).ok());
+  ASSERT_TRUE(store.apply(acquire_request(seed, "c1", "a", kNowMs, {}), now).ok());
+  // A worker whose clock reads past the expiry takes it: no margin, no epoch.
+  EXPECT_FALSE(store.apply(acquire_request(seed, "c1", "b", kNowMs + 19'999, {}), now).ok());
+  ASSERT_TRUE(store.apply(acquire_request(seed, "c1", "b", kNowMs + 20'001, {}), now).ok());
+  // The old owner's acquire whose reply was lost cannot be retried.
+  EXPECT_FALSE(store.apply(acquire_request(seed, "c1", "a", kNowMs + 1, {}), now).ok());
+  // Checkpoints are unconditional.
+  EXPECT_TRUE(store.apply(checkpoint_request(seed, "c1", "a", 0, 5), now).ok());
+  EXPECT_TRUE(store.apply(checkpoint_request(seed, "c1", "a", 0, 3), now).ok());
+  // The expired-lease query of the articles' GSI.
+  const auto page = store.apply(reconcile_query(seed, 0, kNowMs + 60'000, std::nullopt), now);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(std::get<dynamo::QueryResponse>(page.value()).items->size(), 1u);
+}
+
+}  // namespace
+}  // namespace leaseproof::lease
