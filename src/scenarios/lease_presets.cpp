@@ -16,7 +16,6 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   sim::Prng prng{sim::derive_seed(seed, "lease/swarm")};
   o.workers = 3 + static_cast<uint32_t>(prng.below(3));
   o.connections = 50;
-  o.duration = D::from_min(10);
   const Duration heal = o.healed_at();
   if (prng.chance(Ratio{3, 4})) {
     o.crash_every = prng.uniform_duration(D::from_min(1), D::from_min(4));
@@ -36,7 +35,9 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   const Ratio losses[] = {Ratio::zero(), Ratio{1, 100}, Ratio{1, 20}};
   o.loss = losses[prng.index(3)];
   if (prng.chance(Ratio{1, 4})) o.throttle_partition_wcu_per_s = 3 + static_cast<int64_t>(prng.below(6));
-  if (prng.chance(Ratio{1, 4})) o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
+  if (prng.chance(Ratio{1, 4}) && heal > D::from_min(3)) {
+    o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
+  }
   return o;
 }
 
@@ -64,8 +65,15 @@ void swarm_clocks(uint64_t seed, LeaseScenarioOptions& o) {
 
 }  // namespace
 
-std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed) {
+namespace {
+
+std::optional<LeaseScenarioOptions> preset(std::string_view name, uint64_t seed, std::optional<Duration> duration) {
   LeaseScenarioOptions o;
+  if (name == "lease-swarm") {
+    o.duration = duration.value_or(D::from_min(10));
+    return swarm(seed, o);
+  }
+  if (duration) o.duration = *duration;
   if (name == "lease-steady") return o;
   if (name == "lease-crash") {
     o.crash_every = D::from_min(10);
@@ -103,8 +111,23 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
     o.loss = Ratio{2, 100};
     return o;
   }
-  if (name == "lease-swarm") return swarm(seed, o);
   return std::nullopt;
+}
+
+void drop_faults_after(Duration end, std::vector<WorkerFault>& faults) {
+  std::erase_if(faults, [end](const WorkerFault& f) { return f.at >= end; });
+}
+
+}  // namespace
+
+std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed, std::optional<Duration> duration) {
+  std::optional<LeaseScenarioOptions> o = preset(name, seed, duration);
+  if (!o) return o;
+  drop_faults_after(o->healed_at(), o->pauses);
+  drop_faults_after(o->healed_at(), o->partitions);
+  drop_faults_after(o->healed_at(), o->clock_steps);
+  if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
+  return o;
 }
 
 // The swarm's clocks depend on the algorithm, which parameters may change:

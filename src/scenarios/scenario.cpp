@@ -27,9 +27,8 @@ std::string no_parameters(const RunConfig& config) {
 // Options of a lease scenario: its preset, the parameters on top, the
 // duration flag last.
 std::string lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options) {
-  options = *lease_preset(name, config.seed);
+  options = *lease_preset(name, config.seed, config.duration);
   if (std::string error = apply_parameters(config.parameters, options); !error.empty()) return error;
-  if (config.duration) options.duration = *config.duration;
   if (options.heal_at && *options.heal_at > options.duration) options.heal_at.reset();
   finish_preset(name, config.seed, options);
   return options.validate();

@@ -67,8 +67,10 @@ struct LeaseScenarioOptions {
 std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options);
 
 // Preset options of a named lease scenario, drawn from the seed where the
-// scenario is randomised (the swarm).
-std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed);
+// scenario is randomised (the swarm), for a run of `duration` (the preset's
+// own when unset); preset faults that would fall outside the run are dropped.
+std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed,
+                                                 std::optional<Duration> duration = std::nullopt);
 
 // Draws what depends on the final parameters (the swarm's clock faults).
 void finish_preset(std::string_view name, uint64_t seed, LeaseScenarioOptions& options);
