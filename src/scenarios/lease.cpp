@@ -118,6 +118,9 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
                         {"GSI lag", gsi_lag},
                         {"timed-out requests", c.request_timeout * 2},
                         {"round trips", round_trips}}};
+  if (c.algorithm == lease::Algorithm::core && c.expiry_mode == lease::ExpiryMode::counter) {
+    expiry.terms.insert(expiry.terms.begin() + 2, {"watch interval", c.watch_interval});
+  }
   RecoveryBound graceful;
   if (c.algorithm == lease::Algorithm::seed) {
     // No notification: the next reconcile finds the released lease.

@@ -153,7 +153,7 @@ struct Reader {
 
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
-    "margin", "request_timeout", "capacity", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
+    "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
     "jitter", "loss", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
     "throttle_partition_wcu_per_s", "deploy_at", "autoscaler", "autoscale_target", "heal_at"};
 
@@ -200,6 +200,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.duration("margin", options.lease.safety_margin) &&
                   r.duration("request_timeout", options.lease.request_timeout) &&
                   r.integer("capacity", options.lease.capacity, 1, 1'000'000) &&
+                  r.duration("watch_interval", options.lease.watch_interval) &&
                   r.duration("skew_max", options.skew_max) &&
                   r.duration("fast_worker_offset", options.fast_worker_offset) &&
                   r.integer("drift_ppm_max", options.drift_ppm_max, 0, 100'000) &&

@@ -41,6 +41,10 @@ std::string LeaseConfig::validate() const {
   if (capacity == 0) return "lease.capacity must be at least 1";
   if (acquire_per_round_max == 0) return "lease.acquire_per_round_max must be at least 1";
   if (watchers_per_lease == 0) return "lease.watchers_per_lease must be at least 1";
+  if (!positive(watch_interval) || watch_interval > lease_duration) {
+    return fmt::format("lease.watch_interval ({}) must be positive and at most lease.lease_duration ({})",
+                       watch_interval, lease_duration);
+  }
   if (query_page_items_max == 0 || query_pages_max == 0) {
     return "lease.query_page_items_max and lease.query_pages_max must be at least 1";
   }

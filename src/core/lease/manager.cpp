@@ -54,6 +54,7 @@ void LeaseManager::start(Clock now, Actions& out) {
   // A small random delay spreads a fleet that starts at once.
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
   next_reconcile_ = now.monotonic + Duration::from_ns(jitter);
+  touch("");
   on_timer(now, out);
 }
 
@@ -77,18 +78,58 @@ void LeaseManager::close(std::string_view connection, Held& held, CloseReason re
 }
 
 // Every entry point runs this first: a worker that was paused, or whose
-// replies are late, stops acting before it does anything else.
+// replies are late, stops acting before it does anything else. Whatever else
+// came due (renewals, watch checks, the sweep) runs here too.
 void LeaseManager::expire_deadlines(Clock now, Actions& out) {
-  for (auto it = held_.begin(); it != held_.end();) {
-    Held& held = it->second;
-    if (deadline_of(held) > now.monotonic || held.release_token != 0) {
-      ++it;
-      continue;
-    }
-    if (held.open) out.push_back(Mark{"lease.deadline_stop"});
-    close(it->first, held, CloseReason::deadline, out);
-    it = held_.erase(it);
+  const size_t bound = 4 * (held_.size() + watched_.size() + wakeups_.size() + 1);
+  for (size_t steps = 0; !wakeups_.empty() && wakeups_.begin()->first <= now.monotonic; ++steps) {
+    LP_ASSERT_LT(steps, bound);
+    const std::string connection = wakeups_.begin()->second;
+    wakeups_.erase(wakeups_.begin());
+    process(connection, now, out);
   }
+}
+
+Instant LeaseManager::due_time(std::string_view connection) const {
+  if (connection.empty()) return sweep_ || draining_ ? Instant::max() : next_reconcile_;
+  Instant due = Instant::max();
+  if (auto it = held_.find(connection); it != held_.end()) {
+    const Held& held = it->second;
+    if (held.release_token == 0) due = std::min(due, deadline_of(held));
+    if (!draining_ && held.renew_token == 0 && held.read_token == 0) due = std::min(due, held.next_renew);
+  }
+  if (auto it = watched_.find(connection); it != watched_.end() && !draining_ && it->second.token == 0) {
+    due = std::min(due, it->second.check_at);
+  }
+  return due;
+}
+
+void LeaseManager::touch(std::string_view connection) {
+  const Instant due = due_time(connection);
+  if (due != Instant::max()) wakeups_.emplace(due, std::string{connection});
+}
+
+void LeaseManager::process(const std::string& connection, Clock now, Actions& out) {
+  if (connection.empty()) {
+    if (!draining_ && !sweep_ && next_reconcile_ <= now.monotonic) start_sweep(now, out);
+    touch(connection);
+    return;
+  }
+  if (auto it = held_.find(connection); it != held_.end()) {
+    Held& held = it->second;
+    if (deadline_of(held) <= now.monotonic && held.release_token == 0) {
+      if (held.open) out.push_back(Mark{"lease.deadline_stop"});
+      close(connection, held, CloseReason::deadline, out);
+      held_.erase(it);
+    } else if (!draining_ && held.renew_token == 0 && held.read_token == 0 && held.next_renew <= now.monotonic) {
+      renew(connection, held, now, out);
+    }
+  }
+  if (auto it = watched_.find(connection); it != watched_.end() && !draining_) {
+    Watch& watch = it->second;
+    if (watch.token == 0 && watch.check_at <= now.monotonic) check_watch(connection, watch, now, out);
+  }
+  touch(connection);
 }
 
 // A confirmation (acquire or renew) sent at `sent` is in: the lease is ours
@@ -96,41 +137,27 @@ void LeaseManager::expire_deadlines(Clock now, Actions& out) {
 void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent, Clock now, Actions& out) {
   held.confirmed_sent = std::max(held.confirmed_sent, sent);
   held.next_renew = held.confirmed_sent + config_.heartbeat_interval;
+  touch(connection);
   if (held.open || draining_) return;
   if (deadline_of(held) <= now.monotonic) {
     out.push_back(Mark{"lease.confirmed_too_late"});
     held.next_renew = now.monotonic;  // renew at once; open when that is confirmed in time
+    touch(connection);
     return;
   }
   held.open = true;
   out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url});
 }
 
-void LeaseManager::on_timer(Clock now, Actions& out) {
-  expire_deadlines(now, out);
-  if (draining_) return;
-  for (auto& [connection, held] : held_) {
-    if (held.renew_token == 0 && held.read_token == 0 && held.next_renew <= now.monotonic) renew(connection, held, now, out);
-  }
-  for (auto& [connection, watch] : watched_) {
-    if (watch.token == 0 && watch.check_at <= now.monotonic) check_watch(connection, watch, now, out);
-  }
-  if (!sweep_ && next_reconcile_ <= now.monotonic) start_sweep(now, out);
-}
+void LeaseManager::on_timer(Clock now, Actions& out) { expire_deadlines(now, out); }
 
 Instant LeaseManager::next_deadline() const {
-  Instant next = Instant::max();
-  for (const auto& [connection, held] : held_) {
-    if (held.release_token != 0) continue;
-    next = std::min(next, deadline_of(held));
-    if (!draining_ && held.renew_token == 0 && held.read_token == 0) next = std::min(next, held.next_renew);
+  // Drop entries that later changes made stale (their connection is now due
+  // later, or not at all); a fresher entry exists for the real due time.
+  while (!wakeups_.empty() && wakeups_.begin()->first < due_time(wakeups_.begin()->second)) {
+    wakeups_.erase(wakeups_.begin());
   }
-  if (draining_) return next;
-  for (const auto& [connection, watch] : watched_) {
-    if (watch.token == 0) next = std::min(next, watch.check_at);
-  }
-  if (!sweep_) next = std::min(next, next_reconcile_);
-  return next;
+  return wakeups_.empty() ? Instant::max() : wakeups_.begin()->first;
 }
 
 uint32_t LeaseManager::active_connections() const {
@@ -145,6 +172,7 @@ bool LeaseManager::owns(std::string_view connection) const {
 void LeaseManager::renew(std::string_view connection, Held& held, Clock now, Actions& out) {
   if (faults_.fire("lease.renew.skip")) {  // a missed heartbeat (a GC hiccup, a slow loop)
     held.next_renew = now.monotonic + config_.heartbeat_interval;
+    touch(connection);
     return;
   }
   held.renew_sent = now.monotonic;
@@ -178,6 +206,9 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
       break;
   }
   finish_drain(out);  // the last release or in-flight acquire may have ended
+  // The reply may have cleared a token or moved a time: re-arm what is due.
+  touch(pending.connection);
+  touch("");
   on_timer(now, out);
 }
 

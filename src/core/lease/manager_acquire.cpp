@@ -30,7 +30,6 @@ uint64_t score(std::string_view connection, std::string_view worker) {
   return hash ^ (hash >> 27);
 }
 
-Duration clamp(Duration value, Duration low, Duration high) { return std::min(std::max(value, low), high); }
 
 }  // namespace
 
@@ -159,8 +158,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   watch.counter = lease.counter;
   watch.expires_ms = lease.expires_at_ms;
   const Duration margin = config_.safety_margin;
-  // When the owner's own stamp says the lease ends (a hint in counter mode,
-  // the rule in wall mode), plus the margin.
+  // Wall mode: when the owner's own stamp says the lease ends, plus the margin.
   const Duration until_expiry = Duration::from_ms(lease.expires_at_ms - now.wall.ms()) + margin;
   if (config_.expiry_mode == ExpiryMode::wall) {
     if (until_expiry < Duration::zero()) {
@@ -168,6 +166,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
       return;
     }
     watch.check_at = now.monotonic + until_expiry + Duration::from_ms(1);
+    touch(lease.connection);
     return;
   }
   const Instant unchanged_long_enough = watch.first_seen + config_.lease_duration + margin;
@@ -175,14 +174,11 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     take_over(lease.connection, lease, now, out);
     return;
   }
-  if (until_expiry <= Duration::zero()) {
-    // The stamp says the lease has run out: only the counter can tell more,
-    // and it must stay unchanged until then (re-reading earlier is wasted).
-    watch.check_at = unchanged_long_enough;
-    return;
-  }
-  const Duration hint = clamp(until_expiry, Duration::from_ms(100), config_.lease_duration + margin);
-  watch.check_at = std::min(unchanged_long_enough, now.monotonic + hint);
+  // Counter mode looks at no wall clock at all: re-read every watch interval,
+  // so the owner's last counter is seen at most one interval after it was
+  // written, and the lease is taken lease + margin after that.
+  watch.check_at = std::min(unchanged_long_enough, now.monotonic + config_.watch_interval);
+  touch(lease.connection);
 }
 
 void LeaseManager::take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out) {
@@ -300,6 +296,7 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   }
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
   next_reconcile_ = now.monotonic + config_.reconcile_interval + Duration::from_ns(jitter);
+  touch("");
 }
 
 }  // namespace leaseproof::lease

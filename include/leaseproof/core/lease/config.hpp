@@ -49,6 +49,11 @@ struct LeaseConfig {
   uint32_t capacity = 700;                  // connections this worker may own
   uint32_t acquire_per_round_max = 100;     // acquisitions started per reconcile round
   uint32_t watchers_per_lease = 2;          // workers that watch each lease for expiry
+  // Counter mode: how often a watcher re-reads a lease it watches. The
+  // counter is judged unchanged from the first read that showed it, so
+  // recovery takes up to lease + margin + this; each watched lease costs one
+  // strongly consistent read per interval per watcher.
+  Duration watch_interval = Duration::from_s(5);
   uint32_t query_page_items_max = 100;      // Limit of each reconcile Query page
   uint32_t query_pages_max = 100;           // pages per shard per round
   LeaseTable table;

@@ -131,6 +131,13 @@ class LeaseManager {
   };
 
   Instant deadline_of(const Held& held) const;
+  // Timers: every connection with something due (deadline, renew, watch
+  // check; "" for the reconcile sweep) has an entry at its due time, so a call
+  // touches only what is due instead of scanning every lease. Entries made
+  // stale by later changes are dropped when they surface.
+  Instant due_time(std::string_view connection) const;
+  void touch(std::string_view connection);
+  void process(const std::string& connection, Clock now, Actions& out);
   uint64_t send(Actions& out, RequestKind kind, std::string_view connection, int64_t epoch, dynamo::Request request,
                 Instant now_mono);
   void expire_deadlines(Clock now, Actions& out);
@@ -176,6 +183,7 @@ class LeaseManager {
   std::set<std::string, std::less<>> known_workers_;  // owners seen by the last sweep
   std::set<std::string, std::less<>> sweep_workers_;
   std::optional<Sweep> sweep_;
+  mutable std::set<std::pair<Instant, std::string>, std::less<>> wakeups_;
   Instant next_reconcile_ = Instant::max();
   bool draining_ = false;
   bool drain_complete_ = false;
