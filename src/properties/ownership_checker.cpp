@@ -41,6 +41,10 @@ void OwnershipChecker::violation(std::string text) {
 void OwnershipChecker::observe(const sim::TraceEvent& event) {
   LP_ASSERT_MSG(!finished_, "event at {} observed after finish", event.true_time);
   if (tracker_.begins_new_instant(event)) settle(tracker_.now());
+  if ((event.kind == EventKind::crash || event.kind == EventKind::exit) && event.node.valid()) {
+    // The kernel closes a dead process's sockets: the hub sees its sessions end.
+    drop_hub_sessions(name(tracker_.identity_of(event.node)));
+  }
   tracker_.apply(event);
   for (std::string& error : tracker_.take_errors()) violation("trace contract: " + error);
   if (event.kind != EventKind::note) return;
@@ -186,6 +190,12 @@ void OwnershipChecker::on_upstream(const sim::TraceEvent& event) {
     if (--found->second == 0) hub.open_by_worker.erase(found);
   }
   hub_touched_.insert(connection);
+}
+
+void OwnershipChecker::drop_hub_sessions(const std::string& worker) {
+  for (auto& [connection, hub] : hub_) {
+    if (hub.open_by_worker.erase(worker) != 0) hub_touched_.insert(connection);
+  }
 }
 
 void OwnershipChecker::settle_hub(const std::string& connection, Instant at) {

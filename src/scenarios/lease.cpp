@@ -110,8 +110,9 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
   const Duration round_trips = Duration::from_s(1);      // a read and an acquire, with the slow tail
   const Duration gsi_lag = Duration::from_s(5) + Duration::from_ms(105);  // the model's worst GSI lag
   const Duration skew = o.skew_max * 2 + o.fast_worker_offset;
+  const bool seed = c.algorithm == lease::Algorithm::seed;
   RecoveryBound expiry{{{"lease", c.lease_duration},
-                        {"margin", c.safety_margin},
+                        {"margin", seed ? Duration::zero() : c.safety_margin},
                         {"reconcile interval", c.reconcile_interval},
                         {"reconcile jitter", c.reconcile_jitter_max},
                         {"max skew", skew},
@@ -122,7 +123,7 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
     expiry.terms.insert(expiry.terms.begin() + 2, {"watch interval", c.watch_interval});
   }
   RecoveryBound graceful;
-  if (c.algorithm == lease::Algorithm::seed) {
+  if (seed) {
     // No notification: the next reconcile finds the released lease.
     graceful = RecoveryBound{{{"reconcile interval", c.reconcile_interval},
                               {"reconcile jitter", c.reconcile_jitter_max},

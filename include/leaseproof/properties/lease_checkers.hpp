@@ -201,6 +201,7 @@ class OwnershipChecker {
   void settle(Instant at);
   void settle_acting(const std::string& connection, Instant at);
   void settle_hub(const std::string& connection, Instant at);
+  void drop_hub_sessions(const std::string& worker);
   void end_hub_overlap(const std::string& connection, HubState& hub, Instant at);
   void report_overlap(const std::string& connection, const Pair& pair, const OverlapStart& start, Instant ended);
   void on_request(const sim::TraceEvent& event);
