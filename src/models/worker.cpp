@@ -30,7 +30,7 @@ void WorkerProcess::on_start(sim::NodeContext& context) {
   faults_ = std::make_unique<Faults>(context, environment_);
   manager_.emplace(environment_.config, worker_id_, *random_, *faults_);
   run([&](lease::Actions& out) { manager_->start(clock_of(context), out); });
-  if (environment_.notify_releases) poll_releases();
+  if (environment_.notify_releases) poll_releases(environment_.sqs_poll_interval);
 }
 
 template <typename Step>
@@ -104,12 +104,15 @@ void WorkerProcess::on_sigterm(sim::NodeContext& context) {
   run([&](lease::Actions& out) { manager_->on_sigterm(clock_of(context), out); });
 }
 
-void WorkerProcess::poll_releases() {
+void WorkerProcess::poll_releases(Duration wait) {
   sim::NodeContext& context = *context_;
-  context.set_timer(environment_.sqs_poll_interval, "sqs.poll", [this] {
+  context.set_timer(wait, "sqs.poll", [this] {
     if (manager_->draining()) return;
     sqs_receive(*context_, environment_.sqs, environment_.release_queue, 10, kSqsVisibility, kSqsTimeout,
                 [this](const SqsReceiveReply* reply) {
+                  // A non-empty answer may have left more behind: ask again at
+                  // once (as SQS long polling would), else after the interval.
+                  const bool more = reply != nullptr && !reply->messages.empty();
                   if (reply != nullptr) {
                     for (const SqsReceivedMessage& message : reply->messages) {
                       run([&](lease::Actions& out) {
@@ -119,7 +122,7 @@ void WorkerProcess::poll_releases() {
                                  kSqsTimeout, [](const SqsDeleteReply*) {});
                     }
                   }
-                  poll_releases();
+                  poll_releases(more ? Duration::zero() : environment_.sqs_poll_interval);
                 });
   });
 }

@@ -70,7 +70,7 @@ class WorkerProcess final : public sim::Process {
   void run(Step step);
   void apply(lease::Actions& actions);
   void schedule_timer();
-  void poll_releases();
+  void poll_releases(Duration wait);
 
   const WorkerEnvironment& environment_;
   sim::NodeContext* context_ = nullptr;
