@@ -1,6 +1,7 @@
 // The lease fleet simulation: world building, fault schedule, checks.
 #include <leaseproof/scenarios/lease.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -183,6 +184,9 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
       world.faults().declare({"lease.renew.skip", Ratio{1, 2}, {Ratio{1, 1000}, Ratio{1, 100}}});
   models::ControlEnvironment control{o.lease, dynamo, sqs, "releases", !seed_algorithm, {}};
   for (uint32_t i = 0; i < o.connections; ++i) control.plan.steps.push_back({Duration::zero(), true, fmt::format("c{}", i)});
+  std::vector<ConnectionStop> stops = o.stops;
+  std::stable_sort(stops.begin(), stops.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+  for (const ConnectionStop& stop : stops) control.plan.steps.push_back({stop.at, false, fmt::format("c{}", stop.connection)});
   world.add_node("control", {}, [&control] { return std::make_unique<models::ControlPlane>(control); });
 
   Fleet fleet{world, o, environment};

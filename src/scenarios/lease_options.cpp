@@ -32,6 +32,12 @@ std::string LeaseScenarioOptions::validate() const {
       if (fault.length <= Duration::zero()) return "a pause's or partition's 'length' must be positive";
     }
   }
+  for (const ConnectionStop& stop : stops) {
+    if (stop.connection >= connections) {
+      return fmt::format("a stop names connection {} but there are {} connections", stop.connection, connections);
+    }
+    if (stop.at.is_negative() || stop.at >= duration) return "a stop's 'at' must be within the run";
+  }
   if (throttle_partition_wcu_per_s < 0) return "throttle_partition_wcu_per_s must not be negative";
   if (autoscale_target <= 0) return "autoscale_target must be positive";
   if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) return "heal_at must be within the run";
@@ -74,6 +80,7 @@ std::string LeaseScenarioOptions::describe() const {
   for (const WorkerFault& f : clock_steps) {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
   }
+  for (const ConnectionStop& stop : stops) text += fmt::format("\n  stop: connection c{} at {}", stop.connection, stop.at);
   text += "\n  assumptions: " + lease.assumptions();
   if (std::string beyond = beyond_assumptions(); !beyond.empty()) text += "\n  BEYOND THE ASSUMPTIONS: " + beyond;
   return text;
@@ -155,7 +162,7 @@ constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
     "jitter", "loss", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
-    "throttle_partition_wcu_per_s", "deploy_at", "autoscaler", "autoscale_target", "heal_at"};
+    "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at"};
 
 }  // namespace
 
@@ -188,6 +195,25 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
     std::optional<Ratio> loss = v.is_string() ? parse_ratio(v.get<std::string>()) : std::nullopt;
     if (!loss || !loss->is_probability()) return fmt::format("loss: expected a ratio such as \"1/100\" or \"5%\", got {}", v.dump());
     options.loss = *loss;
+  }
+  if (r.has("stops")) {
+    const auto& list = parameters["stops"];
+    if (!list.is_array()) return "stops: expected a list of {\"connection\", \"at\"} objects";
+    options.stops.clear();
+    for (size_t i = 0; i < list.size(); ++i) {
+      ConnectionStop stop;
+      Reader inner{list[i], {}};
+      if (!list[i].is_object() || !inner.has("connection") || !inner.has("at")) {
+        return fmt::format("stops[{}]: expected an object with connection and at", i);
+      }
+      for (const auto& [field, value] : list[i].items()) {
+        if (field != "connection" && field != "at") return fmt::format("stops[{}].{}: unknown field; allowed: connection, at", i, field);
+      }
+      if (!inner.integer("connection", stop.connection, 0, 99'999) || !inner.duration("at", stop.at)) {
+        return fmt::format("stops[{}].{}", i, inner.error);
+      }
+      options.stops.push_back(stop);
+    }
   }
   Duration deploy_at = Duration::zero();
   Duration heal_at = Duration::zero();

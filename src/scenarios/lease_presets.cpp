@@ -35,6 +35,11 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   const Ratio losses[] = {Ratio::zero(), Ratio{1, 100}, Ratio{1, 20}};
   o.loss = losses[prng.index(3)];
   if (prng.chance(Ratio{1, 4})) o.throttle_partition_wcu_per_s = 3 + static_cast<int64_t>(prng.below(6));
+  const uint64_t stops = prng.below(3);  // connections the control plane stops
+  for (uint64_t i = 0; i < stops; ++i) {
+    o.stops.push_back(ConnectionStop{static_cast<uint32_t>(prng.below(o.connections)),
+                                     prng.uniform_duration(D::zero(), heal)});
+  }
   if (prng.chance(Ratio{1, 4}) && heal > D::from_min(3)) {
     o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
   }
@@ -126,6 +131,7 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   drop_faults_after(o->healed_at(), o->pauses);
   drop_faults_after(o->healed_at(), o->partitions);
   drop_faults_after(o->healed_at(), o->clock_steps);
+  std::erase_if(o->stops, [&](const ConnectionStop& stop) { return stop.at >= o->healed_at(); });
   if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
   return o;
 }

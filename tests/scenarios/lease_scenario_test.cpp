@@ -130,7 +130,8 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   for (const char* mark : {"mark.lease.ambiguous_acquire", "mark.lease.ambiguous_acquire_was_ours",
                            "mark.lease.renew_timeout_reread", "mark.lease.renew_confirmed_by_read",
                            "mark.lease.deadline_stop", "mark.lease.drain", "mark.lease.takeover_expired",
-                           "mark.lease.acquire_refused", "mark.lease.renew_throttled"}) {
+                           "mark.lease.acquire_refused", "mark.lease.renew_throttled", "mark.lease.lost",
+                           "mark.lease.index_view_outdated", "mark.lease.renew_refused_reread"}) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);

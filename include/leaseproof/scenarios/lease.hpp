@@ -26,6 +26,11 @@ struct WorkerFault {
   Duration length;
 };
 
+struct ConnectionStop {
+  uint32_t connection = 0;
+  Duration at;
+};
+
 struct LeaseScenarioOptions {
   lease::LeaseConfig lease;
   uint32_t workers = 10;
@@ -46,6 +51,7 @@ struct LeaseScenarioOptions {
   Duration restart_after = Duration::from_s(10);
   std::vector<WorkerFault> pauses;
   std::vector<WorkerFault> partitions;  // worker <-> DynamoDB, both ways
+  std::vector<ConnectionStop> stops;     // the control plane sets these STOPPED
   int64_t throttle_partition_wcu_per_s = 0;  // 0: no throttling
   std::optional<Duration> deploy_at;
   bool autoscaler = false;

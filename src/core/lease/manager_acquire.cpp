@@ -37,12 +37,14 @@ bool LeaseManager::has_room() const {
   return !draining_ && held_.size() + acquiring_.size() < config_.capacity;
 }
 
-void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out) {
+void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out,
+                           bool from_index) {
   if (!has_room() || held_.contains(connection) || acquiring_.contains(connection)) return;
   acquiring_.insert(std::string{connection});
   const uint64_t token = send(out, RequestKind::acquire, connection, 0,
                               acquire_request(config_, connection, worker_id_, now.wall.ms(), basis), now.monotonic);
   pending_.at(token).acquire_expires_ms = now.wall.ms() + config_.lease_duration.ms();
+  pending_.at(token).from_index = from_index;
   if (auto it = watched_.find(connection); it != watched_.end()) it->second.token = token;
 }
 
@@ -63,7 +65,13 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
   if (reply == nullptr || !reply->ok()) {
     if (is_error(reply, dynamo::error_type::conditional_check_failed)) {
       out.push_back(Mark{"lease.acquire_refused"});
-      if (auto lease = item_lease(reply->error().item)) observe(*lease, now, out, false);
+      const std::optional<LeaseView> lease = item_lease(reply->error().item);
+      if (pending.from_index && lease && !lease->owner.empty()) {
+        // The GSI said free, the table says owned: the index lagged (or
+        // someone acquired since the sweep). The condition kept us safe.
+        out.push_back(Mark{"lease.index_view_outdated"});
+      }
+      if (lease) observe(*lease, now, out, false);
     }
     return;
   }
@@ -291,7 +299,7 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   for (const LeaseView& lease : free) {
     if (started == config_.acquire_per_round_max || !has_room()) break;
     if (held_.contains(lease.connection) || acquiring_.contains(lease.connection)) continue;
-    acquire(lease.connection, AcquireBasis{}, now, out);
+    acquire(lease.connection, AcquireBasis{}, now, out, /*from_index=*/true);
     ++started;
   }
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));

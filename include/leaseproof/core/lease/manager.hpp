@@ -122,6 +122,7 @@ class LeaseManager {
     int64_t epoch = 0;
     bool acquire_read = false;  // a read after an ambiguous acquire
     int64_t acquire_expires_ms = 0;  // what the acquire writes: tells whether it applied
+    bool from_index = false;         // an acquire of a lease the GSI showed free
   };
   struct Sweep {
     uint32_t shard = 0;
@@ -155,7 +156,9 @@ class LeaseManager {
 
   // Taking (manager_acquire.cpp).
   bool has_room() const;
-  void acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out);
+  // `from_index`: the reconcile sweep's GSI view showed the lease free.
+  void acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out,
+               bool from_index = false);
   void on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                         Actions& out);
   void on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
