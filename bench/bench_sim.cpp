@@ -125,6 +125,33 @@ void BM_KernelScenarioTenMinutes(benchmark::State& state) {
 }
 BENCHMARK(BM_KernelScenarioTenMinutes)->Unit(benchmark::kMillisecond);
 
+// The lease issue's reference fleet: 10 workers, 500 connections, lease 20 s,
+// heartbeat 5 s, reconcile 60 s, a crash every 10 minutes, 1 simulated hour.
+// Items = simulated seconds, so items/s is the speed-up over real time.
+void BM_LeaseReferenceFleetOneHour(benchmark::State& state) {
+  for (auto _ : state) {
+    scenarios::RunConfig config;
+    config.seed = 1;
+    const scenarios::RunResult result = scenarios::find_scenario("lease-crash")->run(config);
+    if (!result.passed()) state.SkipWithError("the reference fleet failed its checks");
+  }
+  state.SetItemsProcessed(state.iterations() * 3600);
+}
+BENCHMARK(BM_LeaseReferenceFleetOneHour)->Unit(benchmark::kSecond)->Iterations(1);
+
+// One seed of the swarm (3-5 workers, 50 connections, 10 simulated minutes):
+// what the CI gate pays per seed.
+void BM_LeaseSwarmSeed(benchmark::State& state) {
+  uint64_t seed = 0;
+  for (auto _ : state) {
+    scenarios::RunConfig config;
+    config.seed = ++seed;
+    benchmark::DoNotOptimize(scenarios::find_scenario("lease-swarm")->run(config).trace_hash);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LeaseSwarmSeed)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace leaseproof::sim
 

@@ -191,41 +191,62 @@ struct DeterminismArgs {
   unsigned jobs = 0;  // 0: one per core
 };
 
-int check_determinism_command(const DeterminismArgs& args) {
+// Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
+template <typename Body>
+void parallel_for(uint64_t count, unsigned jobs, Body body) {
+  std::atomic<uint64_t> next{0};
+  std::vector<std::thread> workers;
+  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
+    workers.emplace_back([&] {
+      for (uint64_t i = next++; i < count; i = next++) body(i);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+// A seed range of one scenario with one set of parameters, validated.
+struct SeedRangeJob {
+  uint64_t first_seed;
+  uint64_t last_seed;
+  const scenarios::Scenario* scenario;
+  Duration duration;
+  nlohmann::json parameters;
+  unsigned jobs;
+
+  uint64_t count() const { return last_seed - first_seed + 1; }
+  scenarios::RunConfig config_for(uint64_t seed) const {
+    scenarios::RunConfig config;
+    config.seed = seed;
+    config.duration = duration;
+    config.parameters = parameters;
+    return config;
+  }
+};
+
+SeedRangeJob resolve_job(const DeterminismArgs& args) {
   const auto [first_seed, last_seed] = parse_seed_range(args.seeds);
   const scenarios::Scenario& scenario = parse_scenario(args.scenario);
   const Duration duration = args.duration.empty() ? scenario.default_duration
                                                   : parse_positive_duration(args.duration, "--duration");
-  const nlohmann::json parameters = scenario_parameters(args.parameters);
-  {
-    scenarios::RunConfig probe;
-    probe.seed = first_seed;
-    probe.duration = duration;
-    probe.parameters = parameters;
-    validate_config(scenario, probe);
-  }
+  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
+  SeedRangeJob job{first_seed, last_seed, &scenario, duration, scenario_parameters(args.parameters), jobs};
+  validate_config(scenario, job.config_for(first_seed));
+  return job;
+}
+
+int check_determinism_command(const DeterminismArgs& args) {
+  const SeedRangeJob job = resolve_job(args);
+  const auto [first_seed, last_seed] = std::pair{job.first_seed, job.last_seed};
+  const scenarios::Scenario& scenario = *job.scenario;
+  const Duration duration = job.duration;
   fmt::print("leaseproof check-determinism: scenario {}, seeds {}..{}, duration {}, each seed run twice\n",
              scenario.name, first_seed, last_seed, leaseproof::format_duration(duration));
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   // Seeds are independent worlds: run them on every core, report in seed order.
-  const uint64_t count = last_seed - first_seed + 1;
+  const uint64_t count = job.count();
   std::vector<scenarios::DeterminismCheck> checks(count);
-  std::atomic<uint64_t> next{0};
-  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
-  std::vector<std::thread> workers;
-  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
-    workers.emplace_back([&] {
-      for (uint64_t i = next++; i < count; i = next++) {
-        scenarios::RunConfig config;
-        config.seed = first_seed + i;
-        config.duration = duration;
-        config.parameters = parameters;
-        checks[i] = scenarios::check_determinism(scenario, config);
-      }
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
+  parallel_for(count, job.jobs, [&](uint64_t i) { checks[i] = scenarios::check_determinism(scenario, job.config_for(first_seed + i)); });
   uint64_t agreed = 0;
   uint64_t diverged = 0;
   uint64_t events = 0;
@@ -252,42 +273,21 @@ int check_determinism_command(const DeterminismArgs& args) {
   }
   const double wall_seconds = seconds_since(start);
   fmt::print("determinism: {} seeds agreed, {} diverged ({} runs on {} threads, {} events, {:.2f} s, {:.0f} runs/s)\n",
-             agreed, diverged, 2 * (agreed + diverged), std::min<uint64_t>(jobs, count), events, wall_seconds,
+             agreed, diverged, 2 * (agreed + diverged), std::min<uint64_t>(job.jobs, count), events, wall_seconds,
              static_cast<double>(2 * (agreed + diverged)) / std::max(wall_seconds, 1e-9));
   return diverged == 0 ? 0 : kExitFailed;
 }
 
 // ---- check: many seeds, once each -----------------------------------------------
 
-// Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
-template <typename Body>
-void parallel_for(uint64_t count, unsigned jobs, Body body) {
-  std::atomic<uint64_t> next{0};
-  std::vector<std::thread> workers;
-  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
-    workers.emplace_back([&] {
-      for (uint64_t i = next++; i < count; i = next++) body(i);
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-}
-
 int check_command(const DeterminismArgs& args) {
-  const auto [first_seed, last_seed] = parse_seed_range(args.seeds);
-  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
-  const Duration duration = args.duration.empty() ? scenario.default_duration
-                                                  : parse_positive_duration(args.duration, "--duration");
-  const nlohmann::json parameters = scenario_parameters(args.parameters);
-  const uint64_t count = last_seed - first_seed + 1;
-  auto config_for = [&](uint64_t seed) {
-    scenarios::RunConfig config;
-    config.seed = seed;
-    config.duration = duration;
-    config.parameters = parameters;
-    return config;
-  };
-  validate_config(scenario, config_for(first_seed));
-  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
+  const SeedRangeJob job = resolve_job(args);
+  const auto [first_seed, last_seed] = std::pair{job.first_seed, job.last_seed};
+  const scenarios::Scenario& scenario = *job.scenario;
+  const Duration duration = job.duration;
+  const uint64_t count = job.count();
+  const unsigned jobs = job.jobs;
+  auto config_for = [&job](uint64_t seed) { return job.config_for(seed); };
   fmt::print("leaseproof check: scenario {}, seeds {}..{}, duration {}, {} threads\n", scenario.name, first_seed,
              last_seed, leaseproof::format_duration(duration), std::min<uint64_t>(jobs, count));
   std::fflush(stdout);

@@ -303,13 +303,7 @@ RunResult run_kernel(const KernelOptions& options, const RunConfig& config) {
   if (config.before_run) config.before_run(world);
   world.run_until(Instant::zero() + options.duration);
 
-  RunResult result;
-  result.seed = config.seed;
-  result.duration = options.duration;
-  result.options = options.describe() + "\n  fault sites: " + world.faults().describe();
-  result.trace_hash = world.trace().hash();
-  result.events = world.trace().event_count();
-  result.scheduler_events = world.scheduler().counters().executed;
+  RunResult result = world_result(world, config, options.duration, options.describe());
   result.violations = invariants.violations();
   if (invariants.violation_count() > result.violations.size()) {
     result.violations.push_back(fmt::format("... {} violations in all", invariants.violation_count()));
@@ -348,8 +342,6 @@ RunResult run_kernel(const KernelOptions& options, const RunConfig& config) {
       {"deliveries_checked", invariants.deliveries_checked()},
       {"liveness_checked", liveness_checked ? 1u : 0u},
   };
-  result.digests = trace.digests();
-  result.lines = trace.lines();
   return result;
 }
 

@@ -209,13 +209,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   world.run_until(Instant::zero() + o.duration);
   if (autoscaler) autoscaler->stop();
 
-  RunResult result;
-  result.seed = config.seed;
-  result.duration = o.duration;
-  result.options = o.describe() + "\n  fault sites: " + world.faults().describe();
-  result.trace_hash = world.trace().hash();
-  result.events = world.trace().event_count();
-  result.scheduler_events = world.scheduler().counters().executed;
+  RunResult result = world_result(world, config, o.duration, o.describe());
   const Instant end = Instant::zero() + o.duration;
   checkers.check_liveness(Instant::zero() + o.healed_at(), bounds.at(GapCause::crash).total(), end);
   result.violations = invariants.violations();
@@ -230,8 +224,6 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.counters.emplace_back("dynamo.rcu_half", static_cast<uint64_t>(table.table.read_half_units));
   result.counters.emplace_back("dynamo.scans", static_cast<uint64_t>(table.scan));
   result.counters.emplace_back("dynamo.throttled", static_cast<uint64_t>(table.throttled_requests));
-  result.digests = world.trace().digests();
-  result.lines = world.trace().lines();
   return result;
 }
 

@@ -7,6 +7,7 @@
 
 #include <leaseproof/scenarios/kernel.hpp>
 #include <leaseproof/scenarios/lease.hpp>
+#include <leaseproof/sim/world.hpp>
 
 namespace leaseproof::scenarios {
 
@@ -52,6 +53,20 @@ Scenario lease_scenario(std::string_view name, std::string_view summary, Duratio
 }
 
 }  // namespace
+
+RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options) {
+  RunResult result;
+  result.seed = config.seed;
+  result.duration = duration;
+  result.parameters = config.parameters;
+  result.options = std::move(options) + "\n  fault sites: " + world.faults().describe();
+  result.trace_hash = world.trace().hash();
+  result.events = world.trace().event_count();
+  result.scheduler_events = world.scheduler().counters().executed;
+  result.digests = world.trace().digests();
+  result.lines = world.trace().lines();
+  return result;
+}
 
 std::span<const Scenario> scenarios() {
   static const std::vector<Scenario> kScenarios{

@@ -262,11 +262,10 @@ World::Link& World::link(NodeId from, NodeId to) {
 
 void World::set_link(NodeId from, NodeId to, LinkConfig config) { link(from, to).config = config; }
 
-void World::partition(NodeId from, NodeId to, Instant start, Instant end) {
+void World::trace_link_window(NodeId from, NodeId to, Instant start, Instant end, EventKind begins, EventKind ends) {
   LP_ASSERT_LT(start, end);
   LP_ASSERT_GE(start, now());
-  link(from, to).partitions.emplace_back(start, end);
-  for (auto [when, kind] : {std::pair{start, EventKind::partition_start}, std::pair{end, EventKind::partition_end}}) {
+  for (auto [when, kind] : {std::pair{start, begins}, std::pair{end, ends}}) {
     scheduler_.at(when, [this, from, to, kind = kind] {
       TraceEvent e = event(kind, from);
       e.peer = to;
@@ -275,17 +274,14 @@ void World::partition(NodeId from, NodeId to, Instant start, Instant end) {
   }
 }
 
+void World::partition(NodeId from, NodeId to, Instant start, Instant end) {
+  trace_link_window(from, to, start, end, EventKind::partition_start, EventKind::partition_end);
+  link(from, to).partitions.emplace_back(start, end);
+}
+
 void World::clog(NodeId from, NodeId to, Instant start, Instant end) {
-  LP_ASSERT_LT(start, end);
-  LP_ASSERT_GE(start, now());
+  trace_link_window(from, to, start, end, EventKind::clog_start, EventKind::clog_end);
   link(from, to).clogs.emplace_back(start, end);
-  for (auto [when, kind] : {std::pair{start, EventKind::clog_start}, std::pair{end, EventKind::clog_end}}) {
-    scheduler_.at(when, [this, from, to, kind = kind] {
-      TraceEvent e = event(kind, from);
-      e.peer = to;
-      trace_.record(e);
-    });
-  }
 }
 
 bool World::partitioned(NodeId from, NodeId to, Instant at_time) const {

@@ -65,6 +65,10 @@ struct Scenario {
   std::function<std::string(const RunConfig&)> validate;
 };
 
+// The parts of a result every scenario fills the same way: seed, duration,
+// option text (with the world's fault sites), trace figures, digests and lines.
+RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options);
+
 std::span<const Scenario> scenarios();
 const Scenario* find_scenario(std::string_view name);
 

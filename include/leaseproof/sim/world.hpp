@@ -123,9 +123,12 @@ class World {
 
   uint64_t seed() const { return seed_; }
   Scheduler& scheduler() { return scheduler_; }
+  const Scheduler& scheduler() const { return scheduler_; }
   Instant now() const { return scheduler_.now(); }
   Trace& trace() { return trace_; }
+  const Trace& trace() const { return trace_; }
   FaultSites& faults() { return faults_; }
+  const FaultSites& faults() const { return faults_; }
   // A generator for a named world component (scenario, orchestrator...).
   Prng prng_for(std::string_view name) const { return Prng{derive_seed(seed_, name)}; }
 
@@ -169,6 +172,8 @@ class World {
   const Link* find_link(NodeId from, NodeId to) const;
   Link& link(NodeId from, NodeId to);
   TraceEvent event(EventKind kind, NodeId node) const;
+  // Schedules the trace events that open and close a partition or clog window.
+  void trace_link_window(NodeId from, NodeId to, Instant start, Instant end, EventKind begins, EventKind ends);
 
   void start_process(Node& node, EventKind kind);
   void tear_down(Node& node);
