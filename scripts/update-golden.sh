@@ -13,7 +13,7 @@ temporary=$(mktemp)
   echo "# seed duration trace-hash (kernel scenario); regenerate on purpose with scripts/update-golden.sh"
   for spec in "1..5 10m0s" "42..42 1h0m0s"; do
     read -r seeds duration <<<"$spec"
-    "$binary" check-determinism --seeds "$seeds" --duration "$duration" --print-hashes |
+    "$binary" check-determinism --scenario kernel --seeds "$seeds" --duration "$duration" --print-hashes |
       awk -v d="$duration" '$1 == "seed" { print $2, d, $4 }'
   done
 } >"$temporary"
