@@ -162,7 +162,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     if (e.kind != sim::EventKind::note) return;
     if (e.label == "mark") {
       ++notes[fmt::format("mark.{}", e.detail)];
-    } else if (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.")) {
+    } else if (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.") ||
+               e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.")) {
       ++notes[std::string{e.label}];
     }
   });

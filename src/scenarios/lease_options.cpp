@@ -80,7 +80,11 @@ std::string LeaseScenarioOptions::describe() const {
   for (const WorkerFault& f : clock_steps) {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
   }
-  for (const ConnectionStop& stop : stops) text += fmt::format("\n  stop: connection c{} at {}", stop.connection, stop.at);
+  constexpr size_t kStopsListed = 10;
+  for (size_t i = 0; i < stops.size() && i < kStopsListed; ++i) {
+    text += fmt::format("\n  stop: connection c{} at {}", stops[i].connection, stops[i].at);
+  }
+  if (stops.size() > kStopsListed) text += fmt::format("\n  ... and {} more stops", stops.size() - kStopsListed);
   text += "\n  assumptions: " + lease.assumptions();
   if (std::string beyond = beyond_assumptions(); !beyond.empty()) text += "\n  BEYOND THE ASSUMPTIONS: " + beyond;
   return text;

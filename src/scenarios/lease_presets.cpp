@@ -89,10 +89,13 @@ std::optional<LeaseScenarioOptions> preset(std::string_view name, uint64_t seed,
     return o;
   }
   if (name == "lease-scale") {
+    // Scale out as 1,500 connections arrive on 2 tasks (target 700 a task),
+    // then in when 1,000 of them stop at a third of the run.
     o.workers = 2;
     o.connections = 1500;
     o.lease.capacity = 1000;
     o.autoscaler = true;
+    for (uint32_t c = 0; c < 1000; ++c) o.stops.push_back(ConnectionStop{c, o.duration / 3});
     return o;
   }
   if (name == "lease-skew") {
