@@ -287,4 +287,6 @@ std::size_t DynamoStore::pending_index_changes() const { return state_->gsi_chan
 
 const DynamoStoreOptions& DynamoStore::options() const { return state_->options; }
 
+void DynamoStore::set_throttling(bool throttling) { state_->options.throttling = throttling; }
+
 }  // namespace leaseproof::models

@@ -173,7 +173,11 @@ void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string l
 
 const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Duration bound, Instant until) const {
   const Instant from = gap.began - bound;
-  const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
+  // A crash or pause of the owner is the gap's cause, not an excuse. A
+  // graceful release, though, needs the owner to reach DynamoDB and SQS: a
+  // fault at the owner's node (a partition, say) does excuse it.
+  const bool graceful = gap.cause == GapCause::graceful;
+  const NodeId owner = gap.last_owner && !graceful ? gap.last_owner->node : kNoNode;
   for (const FaultWindow& window : windows_) {
     const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner);
     if (!at_owner && window.start <= until && window.end >= from) return &window;

@@ -206,6 +206,13 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     autoscaler = std::make_unique<models::Autoscaler>(world, fleet, scaling);
     autoscaler->start();
   }
+  // The liveness phase runs with every fault healed: no more loss, no more
+  // throttling (scheduled faults already end by then).
+  world.at(Instant::zero() + o.healed_at(), [&world, &store, &o] {
+    world.set_every_link(sim::LinkConfig{sim::LatencyDistribution{o.latency, o.jitter, Ratio{1, 200}, Duration::from_ms(200)},
+                                         Ratio::zero(), false});
+    store.set_throttling(false);
+  });
   if (config.before_run) config.before_run(world);
   world.run_until(Instant::zero() + o.duration);
   if (autoscaler) autoscaler->stop();

@@ -262,6 +262,11 @@ World::Link& World::link(NodeId from, NodeId to) {
 
 void World::set_link(NodeId from, NodeId to, LinkConfig config) { link(from, to).config = config; }
 
+void World::set_every_link(LinkConfig config) {
+  default_link_ = config;
+  for (auto& [pair, l] : links_) l.config = config;  // std::map: ordered, and order does not matter here
+}
+
 void World::trace_link_window(NodeId from, NodeId to, Instant start, Instant end, EventKind begins, EventKind ends) {
   LP_ASSERT_LT(start, end);
   LP_ASSERT_GE(start, now());

@@ -128,6 +128,8 @@ class DynamoStore {
   std::size_t pending_index_changes() const;
 
   const DynamoStoreOptions& options() const;
+  // Turns throttling on or off from now on (a scenario heals its faults).
+  void set_throttling(bool throttling);
 
   // The engine, opaque here (defined with the sources, which split it into
   // one file per operation).

@@ -144,6 +144,8 @@ class World {
 
   void set_default_link(LinkConfig config) { default_link_ = config; }
   void set_link(NodeId from, NodeId to, LinkConfig config);
+  // Sets the default and every link made so far (e.g. to heal loss).
+  void set_every_link(LinkConfig config);
   // Directed: messages from -> to sent or arriving in [start, end) are lost.
   void partition(NodeId from, NodeId to, Instant start, Instant end);
   // Directed: messages from -> to that would arrive in [start, end) wait until end.

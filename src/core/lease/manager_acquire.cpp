@@ -153,10 +153,10 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     take_over(lease.connection, lease, now, out);
     return;
   }
-  if (from_sweep && !watches(lease)) {
-    watched_.erase(lease.connection);
-    return;
-  }
+  // Watchers look again at the right moment; every other worker keeps what
+  // the sweep showed, so that a lease whose watchers are gone (crashed,
+  // paused, cut off) is still taken at a later sweep once it has expired.
+  const bool watcher = !from_sweep || watches(lease);
   auto [it, inserted] = watched_.try_emplace(lease.connection);
   Watch& watch = it->second;
   if (inserted || watch.counter != lease.counter || watch.owner != lease.owner) {
@@ -173,7 +173,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
       take_over(lease.connection, lease, now, out);
       return;
     }
-    watch.check_at = now.monotonic + until_expiry + Duration::from_ms(1);
+    watch.check_at = watcher ? now.monotonic + until_expiry + Duration::from_ms(1) : Instant::max();
     touch(lease.connection);
     return;
   }
@@ -185,7 +185,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   // Counter mode looks at no wall clock at all: re-read every watch interval,
   // so the owner's last counter is seen at most one interval after it was
   // written, and the lease is taken lease + margin after that.
-  watch.check_at = std::min(unchanged_long_enough, now.monotonic + config_.watch_interval);
+  watch.check_at = watcher ? std::min(unchanged_long_enough, now.monotonic + config_.watch_interval) : Instant::max();
   touch(lease.connection);
 }
 
