@@ -38,7 +38,18 @@ using dynamo::ReturnValues;
 using store_detail::TableKey;
 using store_detail::WriteCost;
 
-DynamoError only_all_old_or_none() { return dynamo::validation_error("ReturnValues can only be ALL_OLD or NONE"); }
+// What PutItem and DeleteItem check alike before touching any table: the
+// expression parameters and a ReturnValues they support.
+Result<void> check_put_or_delete(const dynamo::ConditionalWrite& write) {
+  const bool has_condition = write.condition_expression.has_value();
+  LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
+                                                          write.expression_attribute_values, has_condition,
+                                                          has_condition, "ConditionExpression is null"));
+  if (write.return_values != ReturnValues::none && write.return_values != ReturnValues::all_old) {
+    return dynamo::validation_error("ReturnValues can only be ALL_OLD or NONE");
+  }
+  return Result<void>{};
+}
 
 // Parses the optional condition of a single-item write in its own context, so
 // the unused-placeholder check sees the whole request.
@@ -133,13 +144,7 @@ Result<dynamo::Response> DynamoStore::State::get_item(const dynamo::GetItemReque
 
 Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemRequest& request, Instant now) {
   const dynamo::ConditionalWrite& write = request.write;
-  const bool has_condition = write.condition_expression.has_value();
-  LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
-                                                          write.expression_attribute_values, has_condition,
-                                                          has_condition, "ConditionExpression is null"));
-  if (write.return_values != ReturnValues::none && write.return_values != ReturnValues::all_old) {
-    return only_all_old_or_none();
-  }
+  LP_STORE_TRY_VOID(check_put_or_delete(write));
   if (dynamo::item_size_bytes(request.item) > dynamo::item_size_bytes_max) {
     return dynamo::validation_error("Item size has exceeded the maximum allowed size");
   }
@@ -161,13 +166,7 @@ Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemReque
 
 Result<dynamo::Response> DynamoStore::State::delete_item(const dynamo::DeleteItemRequest& request, Instant now) {
   const dynamo::ConditionalWrite& write = request.write;
-  const bool has_condition = write.condition_expression.has_value();
-  LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
-                                                          write.expression_attribute_values, has_condition,
-                                                          has_condition, "ConditionExpression is null"));
-  if (write.return_values != ReturnValues::none && write.return_values != ReturnValues::all_old) {
-    return only_all_old_or_none();
-  }
+  LP_STORE_TRY_VOID(check_put_or_delete(write));
   LP_STORE_TRY(condition, parse_write_condition(write));
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();

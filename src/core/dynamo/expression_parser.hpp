@@ -92,6 +92,19 @@ Result<Condition> parse_condition_text(Parser& parser);
 // Applies DynamoDB's checks to a parsed function call used as a condition.
 bool is_condition_function(std::string_view name);
 
+// One step down a document path: the list element or map member `step`
+// names, or nullptr when `at` has none. Const and mutable walks share it.
+template <typename Value>
+Value* descend(Value* at, const PathElement& step) {
+  if (step.is_index) {
+    if (!at->is(AttributeType::l) || step.index >= at->as_list().size()) return nullptr;
+    return &at->as_list()[step.index];
+  }
+  if (!at->is(AttributeType::m)) return nullptr;
+  const auto member = at->as_map().find(step.name);
+  return member == at->as_map().end() ? nullptr : &member->second;
+}
+
 }  // namespace leaseproof::dynamo::expression_detail
 
 // Propagates the error of a Result-returning expression, else binds its value.

@@ -12,6 +12,8 @@
 #include <leaseproof/core/dynamo/decimal.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 
+#include "expression_parser.hpp"
+
 namespace leaseproof::dynamo {
 
 namespace {
@@ -74,18 +76,7 @@ AttributeValue* parent_of(Item& item, const DocumentPath& path) {
   const auto top = item.find(path[0].name);
   if (top == item.end()) return nullptr;
   AttributeValue* at = &top->second;
-  for (std::size_t i = 1; i + 1 < path.size(); ++i) {
-    const PathElement& step = path[i];
-    if (step.is_index) {
-      if (!at->is(AttributeType::l) || step.index >= at->as_list().size()) return nullptr;
-      at = &at->as_list()[step.index];
-    } else {
-      if (!at->is(AttributeType::m)) return nullptr;
-      const auto member = at->as_map().find(step.name);
-      if (member == at->as_map().end()) return nullptr;
-      at = &member->second;
-    }
-  }
+  for (std::size_t i = 1; i + 1 < path.size() && at != nullptr; ++i) at = expression_detail::descend(at, path[i]);
   return at;
 }
 
