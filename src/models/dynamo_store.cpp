@@ -229,12 +229,43 @@ DynamoStore::~DynamoStore() = default;
 DynamoStore::DynamoStore(DynamoStore&&) noexcept = default;
 DynamoStore& DynamoStore::operator=(DynamoStore&&) noexcept = default;
 
+namespace {
+
+// DynamoDB's TableName constraint: 3 to 255 characters of [a-zA-Z0-9_.-],
+// checked before anything else and worded as a framework constraint
+// violation, except a bad length in CreateTable (both as dynalite, whose
+// wording follows DynamoDB's, answers them).
+std::optional<dynamo::DynamoError> check_table_name(std::string_view name, bool create) {
+  const bool allowed = std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+  });
+  const bool length_ok = name.size() >= 3 && name.size() <= 255;
+  if (create && !length_ok) {
+    return dynamo::validation_error("TableName must be at least 3 characters long and at most 255 characters long");
+  }
+  std::string constraint;
+  if (name.size() < 3) constraint = "Member must have length greater than or equal to 3";
+  else if (name.size() > 255) constraint = "Member must have length less than or equal to 255";
+  else if (!allowed) constraint = "Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+";
+  else return std::nullopt;
+  return dynamo::validation_error(fmt::format(
+      "1 validation error detected: Value '{}' at 'tableName' failed to satisfy constraint: {}", name, constraint));
+}
+
+}  // namespace
+
 dynamo::Result<dynamo::Response> DynamoStore::apply(const dynamo::Request& request, Instant now) {
   State& state = *state_;
   state.advance(now);
   auto result = std::visit(
       [&](const auto& typed) -> Result<dynamo::Response> {
         using T = std::decay_t<decltype(typed)>;
+        if constexpr (requires { typed.table_name; }) {
+          if (auto error = check_table_name(typed.table_name, std::is_same_v<T, dynamo::CreateTableRequest>)) {
+            return *error;
+          }
+        }
         if constexpr (std::is_same_v<T, dynamo::GetItemRequest>) return state.get_item(typed, now);
         if constexpr (std::is_same_v<T, dynamo::PutItemRequest>) return state.put_item(typed, now);
         if constexpr (std::is_same_v<T, dynamo::UpdateItemRequest>) return state.update_item(typed, now);

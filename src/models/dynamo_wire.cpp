@@ -155,7 +155,11 @@ nlohmann::json comparable_response(std::string_view target, int http_status, con
     return out;
   }
   for (const auto& [key, value] : body.items()) {
-    if (key != "ConsumedCapacity") out[key] = value;
+    if (key == "ConsumedCapacity") continue;
+    // DynamoDB omits Attributes when ReturnValues selects nothing (UPDATED_OLD
+    // of attributes the item did not have); dynalite sends an empty map.
+    if (key == "Attributes" && value.is_object() && value.empty()) continue;
+    out[key] = value;
   }
   return out;
 }

@@ -48,20 +48,38 @@ TEST_F(DynamoStoreTable, UnknownTableIsResourceNotFound) {
   EXPECT_EQ(error_message(store_.apply(on_index, now_)), "The table does not have the specified index: missing");
 }
 
+TEST_F(DynamoStoreTable, TableNamesAreValidatedFirst) {
+  for (const std::string& name : {std::string("ab"), std::string(256, 'a'), std::string("leases!")}) {
+    auto create = leases_table();
+    create.table_name = name;
+    EXPECT_EQ(error_type(store_.apply(create, now_)), "ValidationException") << name;
+    // Checked before the table is looked up: not ResourceNotFound.
+    auto result = store_.apply(get(name, {{"pk", S("a")}}), now_);
+    EXPECT_EQ(error_type(result), "ValidationException") << name;
+    EXPECT_NE(error_message(result).find("TableName must"), std::string::npos) << error_message(result);
+  }
+  auto longest = leases_table();
+  longest.table_name = std::string(255, 'z');
+  EXPECT_TRUE(store_.apply(longest, now_).ok());
+  auto shortest = leases_table();
+  shortest.table_name = "a.-";
+  EXPECT_TRUE(store_.apply(shortest, now_).ok());
+}
+
 TEST_F(DynamoStoreTable, CreateTableValidatesBillingAndKeys) {
   auto provisioned = events_table();
-  provisioned.table_name = "p";
+  provisioned.table_name = "provisioned";
   provisioned.billing_mode.reset();
   EXPECT_EQ(error_message(store_.apply(provisioned, now_)),
             "One or more parameter values were invalid: ReadCapacityUnits and WriteCapacityUnits must both be "
             "specified when BillingMode is PROVISIONED");
   auto undefined = events_table();
-  undefined.table_name = "u";
+  undefined.table_name = "undefined";
   undefined.attribute_definitions.pop_back();
   EXPECT_EQ(error_message(store_.apply(undefined, now_)),
             "Invalid KeySchema: Some index key attribute have no definition");
   auto swapped = events_table();
-  swapped.table_name = "s";
+  swapped.table_name = "swapped";
   std::swap(swapped.key_schema[0].key_type, swapped.key_schema[1].key_type);
   EXPECT_EQ(error_message(store_.apply(swapped, now_)),
             "Invalid KeySchema: The first KeySchemaElement is not a HASH key type");

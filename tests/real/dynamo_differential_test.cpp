@@ -230,7 +230,8 @@ TEST_P(DynamoDifferentialCorpus, ModelAnswersLikeDynalite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, DynamoDifferentialCorpus,
-                         ::testing::Values("leases.jsonl", "registry.jsonl", "malformed.jsonl"));
+                         ::testing::Values("leases.jsonl", "registry.jsonl", "malformed.jsonl",
+                                           "return-values.jsonl"));
 
 // ---- generated sequences ------------------------------------------------------
 // Each step is 8 random bytes that choose an operation and its parameters from
