@@ -289,6 +289,10 @@ void DynamoStore::set_ttl(std::string_view table, std::string attribute) {
   state_->ttl_attributes[std::string(table)] = std::move(attribute);
 }
 
+void DynamoStore::set_stream(std::string_view table, StreamListener listener) {
+  state_->streams.insert_or_assign(std::string(table), std::move(listener));
+}
+
 const TableAccounting& DynamoStore::accounting(std::string_view table) const {
   static const TableAccounting empty;
   const auto found = state_->accounting.find(table);

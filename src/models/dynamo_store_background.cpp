@@ -76,6 +76,11 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   record.current = std::move(new_item);
   record.written_at = now;
   const std::optional<Item>& old_item = record.previous;
+  if (!streams.empty()) {
+    if (const auto stream = streams.find(table.name); stream != streams.end()) {
+      stream->second(old_item ? &*old_item : nullptr, record.current ? &*record.current : nullptr);
+    }
+  }
   if (old_item && !record.current) --table.live_items;
   if (!old_item && record.current) ++table.live_items;
   if (!record.current) tombstones.push_back(store_detail::Tombstone{now, table.name, key});

@@ -235,6 +235,7 @@ struct DynamoStore::State {
   std::map<std::string, TableState, std::less<>> tables;
   std::map<std::string, TableAccounting, std::less<>> accounting;
   std::map<std::string, std::string, std::less<>> ttl_attributes;
+  std::map<std::string, DynamoStore::StreamListener, std::less<>> streams;
   std::map<store_detail::EventKey, store_detail::GsiChange> gsi_changes;
   std::map<store_detail::EventKey, store_detail::TtlCheck> ttl_checks;
   std::deque<store_detail::Tombstone> tombstones;

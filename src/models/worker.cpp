@@ -58,13 +58,21 @@ void WorkerProcess::apply(lease::Actions& actions) {
       context.note("lease.request", detail, static_cast<int64_t>(message));
     } else if (auto* open = std::get_if<lease::OpenSession>(&action)) {
       context.note("lease.open", fmt::format("{} {}", open->connection, open->epoch), open->epoch);
-      context.send(environment_.upstream,
-                   sim::Message{kOpen, 64, std::make_shared<SessionPayload>(open->connection, worker_id_)});
+      if (environment_.stream) {
+        open_stream(*open);
+      } else {
+        context.send(environment_.upstream,
+                     sim::Message{kOpen, 64, std::make_shared<SessionPayload>(open->connection, worker_id_)});
+      }
     } else if (auto* close = std::get_if<lease::CloseSession>(&action)) {
       context.note("lease.close", fmt::format("{} {} {}", close->connection, close->epoch, lease::to_string(close->reason)),
                    close->epoch);
-      context.send(environment_.upstream,
-                   sim::Message{kClose, 64, std::make_shared<SessionPayload>(close->connection, worker_id_)});
+      if (environment_.stream) {
+        close_stream(close->connection);
+      } else {
+        context.send(environment_.upstream,
+                     sim::Message{kClose, 64, std::make_shared<SessionPayload>(close->connection, worker_id_)});
+      }
     } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
       if (!environment_.notify_releases) continue;
       // Group by connection (FIFO order per connection only); deduplicate a
@@ -97,7 +105,9 @@ void WorkerProcess::schedule_timer() {
 }
 
 void WorkerProcess::on_message(sim::NodeContext&, const sim::Envelope& envelope) {
-  LP_UNREACHABLE("worker got an unexpected '{}'", envelope.message.type);
+  LP_ASSERT_MSG(environment_.stream && (envelope.message.type == ws::kFrame || envelope.message.type == ws::kClose),
+                "worker got an unexpected '{}'", envelope.message.type);
+  on_stream_message(envelope);
 }
 
 void WorkerProcess::on_sigterm(sim::NodeContext& context) {

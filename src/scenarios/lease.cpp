@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,8 +14,10 @@
 #include <leaseproof/models/dynamo_store.hpp>
 #include <leaseproof/models/fleet.hpp>
 #include <leaseproof/models/sqs.hpp>
+#include <leaseproof/models/stream.hpp>
 #include <leaseproof/models/worker.hpp>
 #include <leaseproof/properties/lease_checkers.hpp>
+#include <leaseproof/properties/stream_checkers.hpp>
 #include <leaseproof/properties/sim_invariants.hpp>
 
 namespace leaseproof::scenarios {
@@ -141,6 +144,147 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
           {GapCause::graceful, graceful}};
 }
 
+// Streaming: the hub (and relay) nodes, the sink, the hub faults and the
+// stream checkers. Lives as long as the run.
+struct Streaming {
+  models::HubShared hub;
+  NodeId hub_node;
+  NodeId via;
+  properties::ExactlyOnceChecker exactly_once;
+  std::unique_ptr<properties::DeadPeerChecker> dead_peers;
+};
+
+void schedule_hub_faults(sim::World& world, const LeaseScenarioOptions& o, const Fleet& fleet, Streaming& streaming) {
+  const StreamOptions& s = o.stream;
+  const NodeId hub = streaming.hub_node;
+  for (const Duration at : s.hub_crashes) {
+    world.at(Instant::zero() + at, [&world, hub, down = s.hub_down] {
+      if (world.state(hub) != sim::ProcessState::running) return;
+      world.crash(hub);
+      world.at(world.now() + down, [&world, hub] { world.restart(hub); });
+    });
+  }
+  for (const Duration at : s.mass_closes) {
+    world.at(Instant::zero() + at, [&world, hub] {
+      if (auto* process = dynamic_cast<models::HubProcess*>(world.process(hub))) {
+        if (world.state(hub) == sim::ProcessState::running) process->close_all(resume::close_code::service_restart);
+      }
+    });
+  }
+  // Faults on links to every worker that exists when they begin.
+  auto each_worker = [&world, &fleet, via = streaming.via](TimedFault fault, bool cut) {
+    world.at(Instant::zero() + fault.at, [&world, &fleet, via, fault, cut] {
+      const Instant end = world.now() + fault.length;
+      for (const NodeId worker : fleet.all()) {
+        if (cut) {
+          world.partition(worker, via, world.now(), end);
+          world.partition(via, worker, world.now(), end);
+        } else {
+          world.clog(via, worker, world.now(), end);
+        }
+      }
+    });
+  };
+  // A crash right after a record write leaves: processed, not confirmed.
+  auto pending = std::make_shared<std::vector<Instant>>();
+  for (const Duration at : s.crash_while_recording) pending->push_back(Instant::zero() + at);
+  std::sort(pending->begin(), pending->end(), std::greater<>());
+  if (!pending->empty()) {
+    world.trace().add_observer([&world, pending, restart_after = o.restart_after](const sim::TraceEvent& e) {
+      if (pending->empty() || e.kind != sim::EventKind::note || e.label != "lease.request") return;
+      if (!e.detail.starts_with("record") || e.true_time < pending->back()) return;
+      pending->pop_back();
+      const NodeId node = e.node;
+      world.at(world.now(), [&world, node, restart_after] {
+        if (world.state(node) != sim::ProcessState::running) return;
+        world.crash(node, "crash while recording");
+        world.at(world.now() + restart_after, [&world, node] { world.restart(node); });
+      });
+    });
+  }
+  for (const TimedFault& fault : s.hub_slow) each_worker(fault, false);
+  for (const TimedFault& fault : s.cuts) each_worker(fault, true);
+}
+
+std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenarioOptions& o, models::DynamoStore& store,
+                                           models::WorkerEnvironment& environment) {
+  auto streaming = std::make_unique<Streaming>();
+  const StreamOptions& s = o.stream;
+  models::HubShared& hub = streaming->hub;
+  hub.config = s.hub;
+  hub.keep_ring = s.keep_ring;
+  for (uint32_t i = 0; i < o.connections; ++i) hub.channels.push_back(fmt::format("c{}", i));
+  hub.publish_interval = s.publish_interval;
+  hub.message_bytes = s.message_bytes;
+  hub.publish_until = s.published_until(o.healed_at());
+  streaming->hub_node = environment.upstream;
+  world.set_stream_node(streaming->hub_node);
+  streaming->via = streaming->hub_node;
+  if (s.relay_idle) {
+    streaming->via = world.add_node("relay", {}, [hub_node = streaming->hub_node, idle = *s.relay_idle] {
+      return std::make_unique<models::RelayProcess>(hub_node, idle);
+    });
+    world.set_stream_node(streaming->via);
+  }
+  resume::SessionConfig session{s.client, s.mode, resume::SinkTable{}};
+  environment.stream = models::StreamEnvironment{session, streaming->via};
+  // The sink table is provisioned before the run, like the lease table's
+  // infrastructure; its change stream feeds the exactly-once checker.
+  LP_ASSERT(store.apply(resume::create_sink_table_request(session.sink), Instant::zero()).ok());
+  store.set_stream(session.sink.name, [&world, checker = &streaming->exactly_once](const dynamo::Item* old_item,
+                                                                                   const dynamo::Item* new_item) {
+    if (new_item == nullptr) return;
+    const std::string& key = new_item->at("pk").text();
+    const size_t hash = key.rfind('#');
+    LP_ASSERT_MSG(hash != std::string::npos, "sink key '{}'", key);
+    const auto epoch = std::stoull(key.substr(hash + 1));
+    const auto seq = std::stoll(new_item->at("seq").text());
+    checker->on_sink_write(std::string_view{key}.substr(0, hash), epoch, seq, old_item != nullptr, world.now());
+  });
+  streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
+      [&world](NodeId node) { return std::string{world.node_name(node)}; },
+      s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(100));
+  world.trace().add_observer([checker = streaming.get()](const sim::TraceEvent& e) {
+    checker->exactly_once.observe(e);
+    checker->dead_peers->observe(e);
+  });
+  return streaming;
+}
+
+void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunResult& result) {
+  const StreamOptions& s = o.stream;
+  // Liveness: with publishing over a minute before the end and faults
+  // healed, every connection still STARTED has recorded everything.
+  std::set<std::string, std::less<>> caught_up;
+  const Duration published_until = std::min(s.published_until(o.healed_at()), o.duration);
+  if (o.duration - published_until >= Duration::from_min(1) && published_until <= o.healed_at()) {
+    std::set<uint32_t> stopped;
+    for (const ConnectionStop& stop : o.stops) stopped.insert(stop.connection);
+    for (uint32_t i = 0; i < o.connections; ++i) {
+      if (!stopped.contains(i)) caught_up.insert(fmt::format("c{}", i));
+    }
+  }
+  streaming.exactly_once.finish(caught_up);
+  streaming.dead_peers->finish(Instant::zero() + o.duration);
+  for (const std::string& v : streaming.exactly_once.violations()) result.violations.push_back(v);
+  for (const std::string& v : streaming.dead_peers->violations()) result.violations.push_back(v);
+  if (streaming.hub.queue_peak_bytes > s.hub.subscriber_queue_bytes_max) {
+    result.violations.push_back(fmt::format("subscriber queue bound: a queue reached {} B, above its bound of {} B",
+                                            streaming.hub.queue_peak_bytes, s.hub.subscriber_queue_bytes_max));
+  }
+  result.summary += "\n" + streaming.exactly_once.summary() + "\n" + streaming.dead_peers->summary() +
+                    fmt::format("\nsubscriber queues: peak {} B (bound {} B)", streaming.hub.queue_peak_bytes,
+                                s.hub.subscriber_queue_bytes_max);
+  result.counters.emplace_back("stream.published", streaming.exactly_once.published());
+  result.counters.emplace_back("stream.recorded", streaming.exactly_once.records());
+  result.counters.emplace_back("stream.declared_lost", streaming.exactly_once.excused_messages());
+  result.counters.emplace_back("stream.dead_peers_cut", streaming.dead_peers->cut());
+  result.counters.emplace_back("stream.queue_peak_bytes", streaming.hub.queue_peak_bytes);
+  for (const auto& [kind, count] : streaming.exactly_once.resets_by_kind()) {
+    result.counters.emplace_back("stream.reset." + kind, count);
+  }
+}
+
 }  // namespace
 
 RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config) {
@@ -163,7 +307,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     if (e.label == "mark") {
       ++notes[fmt::format("mark.{}", e.detail)];
     } else if (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.") ||
-               e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.")) {
+               e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.") || e.label.starts_with("resume.") ||
+               e.label.starts_with("hub.") || e.label.starts_with("relay.")) {
       ++notes[std::string{e.label}];
     }
   });
@@ -176,11 +321,22 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   sqs_state.create_queue("releases");
   const NodeId dynamo = world.add_node("dynamodb", {}, [&store] { return std::make_unique<models::DynamoNode>(store); });
   const NodeId sqs = world.add_node("sqs", {}, [&sqs_state] { return std::make_unique<models::SqsNode>(sqs_state); });
-  const NodeId upstream = world.add_node("upstream", {}, [] { return std::make_unique<models::UpstreamEndpoint>(); });
+  models::HubShared* hub_shared = nullptr;
+  std::unique_ptr<Streaming> streaming;
+  NodeId upstream;
+  if (o.stream.enabled) {
+    upstream = world.add_node("upstream", {}, [&hub_shared] { return std::make_unique<models::HubProcess>(*hub_shared); });
+  } else {
+    upstream = world.add_node("upstream", {}, [] { return std::make_unique<models::UpstreamEndpoint>(); });
+  }
 
   const bool seed_algorithm = o.lease.algorithm == lease::Algorithm::seed;
   models::WorkerEnvironment environment{o.lease, dynamo, sqs, upstream, "releases", !seed_algorithm,
-                                        Duration::from_ms(500), {}};
+                                        Duration::from_ms(500), {}, {}};
+  if (o.stream.enabled) {
+    streaming = start_streaming(world, o, store, environment);
+    hub_shared = &streaming->hub;
+  }
   environment.fault_sites["lease.renew.skip"] =
       world.faults().declare({"lease.renew.skip", Ratio{1, 2}, {Ratio{1, 1000}, Ratio{1, 100}}});
   models::ControlEnvironment control{o.lease, dynamo, sqs, "releases", !seed_algorithm, {}};
@@ -194,6 +350,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   for (uint32_t i = 0; i < o.workers; ++i) fleet.start_worker();
   schedule_crashes(world, o, fleet);
   schedule_worker_faults(world, o, fleet, dynamo);
+  if (streaming) schedule_hub_faults(world, o, fleet, *streaming);
   std::unique_ptr<models::RollingDeploy> deploy;
   if (o.deploy_at) {
     deploy = std::make_unique<models::RollingDeploy>(world, fleet, models::DeployOptions{});
@@ -223,6 +380,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.violations = invariants.violations();
   for (std::string& violation : checkers.violations()) result.violations.push_back(std::move(violation));
   result.summary = checkers.summary();
+  if (streaming) finish_streaming(o, *streaming, result);
   for (const auto& [name, count] : notes) result.counters.emplace_back(name, count);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));

@@ -8,6 +8,37 @@
 
 namespace leaseproof::scenarios {
 
+namespace {
+
+std::string validate_stream(const StreamOptions& s, Duration duration) {
+  if (!s.enabled) return {};
+  if (std::string error = s.hub.validate(); !error.empty()) return "stream." + error;
+  if (std::string error = s.client.validate(); !error.empty()) return "stream." + error;
+  if (s.publish_interval <= Duration::zero()) return "stream.publish_interval must be positive";
+  if (s.message_bytes == 0 || s.message_bytes > (1u << 20)) {
+    return fmt::format("stream.message_bytes ({}) must be 1..1048576", s.message_bytes);
+  }
+  if (s.relay_idle && *s.relay_idle <= Duration::zero()) return "stream.relay_idle must be positive";
+  if (s.publish_until && (s.publish_until->is_negative() || *s.publish_until > duration)) {
+    return "stream.publish_until must be within the run";
+  }
+  if (s.hub_down <= Duration::zero()) return "stream.hub_down must be positive";
+  for (const auto* list : {&s.hub_crashes, &s.mass_closes, &s.crash_while_recording}) {
+    for (const Duration at : *list) {
+      if (at.is_negative() || at >= duration) return "stream: a hub fault's time must be within the run";
+    }
+  }
+  for (const auto* list : {&s.hub_slow, &s.cuts}) {
+    for (const TimedFault& fault : *list) {
+      if (fault.at.is_negative() || fault.at >= duration) return "stream: a hub fault's 'at' must be within the run";
+      if (fault.length <= Duration::zero()) return "stream: a hub fault's 'length' must be positive";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string LeaseScenarioOptions::validate() const {
   if (std::string error = lease.validate(); !error.empty()) return error;
   if (workers == 0 || workers > 1000) return fmt::format("workers ({}) must be 1..1000", workers);
@@ -41,7 +72,7 @@ std::string LeaseScenarioOptions::validate() const {
   if (throttle_partition_wcu_per_s < 0) return "throttle_partition_wcu_per_s must not be negative";
   if (autoscale_target <= 0) return "autoscale_target must be positive";
   if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) return "heal_at must be within the run";
-  return {};
+  return validate_stream(stream, duration);
 }
 
 std::string LeaseScenarioOptions::beyond_assumptions() const {
@@ -85,6 +116,23 @@ std::string LeaseScenarioOptions::describe() const {
     text += fmt::format("\n  stop: connection c{} at {}", stops[i].connection, stops[i].at);
   }
   if (stops.size() > kStopsListed) text += fmt::format("\n  ... and {} more stops", stops.size() - kStopsListed);
+  if (stream.enabled) {
+    const StreamOptions& s = stream;
+    text += fmt::format(
+        "\n  stream: record={} publish every {} ({} B) until {} relay_idle={} ring={} msgs/{} B replay_max={} "
+        "queue={} B ping={} pong_timeout={} write_deadline={} reconnect={}..{} jitter={} batch={} keep_ring={}{}{}",
+        resume::to_string(s.mode), s.publish_interval, s.message_bytes, s.published_until(healed_at()),
+        s.relay_idle ? format_duration(*s.relay_idle) : "-", s.hub.ring_messages_max, s.hub.ring_bytes_max,
+        s.hub.replay_messages_max, s.hub.subscriber_queue_bytes_max, s.hub.ping_interval, s.hub.pong_timeout,
+        s.hub.write_deadline, s.client.reconnect_base, s.client.reconnect_cap, s.client.jitter,
+        s.client.record_batch_max, s.keep_ring, s.client.bug_cursor_on_receive ? " BROKEN-CLIENT" : "",
+        s.hub.bug_skip_evicted_without_reset ? " BROKEN-HUB" : "");
+    for (const Duration at : s.hub_crashes) text += fmt::format("\n  hub crash: at {} for {}", at, s.hub_down);
+    for (const Duration at : s.mass_closes) text += fmt::format("\n  hub mass close (1012): at {}", at);
+    for (const TimedFault& f : s.hub_slow) text += fmt::format("\n  hub slow: at {} for {}", f.at, f.length);
+    for (const TimedFault& f : s.cuts) text += fmt::format("\n  stream cut: at {} for {}", f.at, f.length);
+    for (const Duration at : s.crash_while_recording) text += fmt::format("\n  crash while recording: from {}", at);
+  }
   text += "\n  assumptions: " + lease.assumptions();
   if (std::string beyond = beyond_assumptions(); !beyond.empty()) text += "\n  BEYOND THE ASSUMPTIONS: " + beyond;
   return text;
@@ -166,7 +214,107 @@ constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
     "jitter", "loss", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
-    "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at"};
+    "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
+
+constexpr const char* kStreamFields[] = {
+    "enabled", "record_mode", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
+    "hub_down", "keep_ring", "mass_closes", "hub_slow", "cuts", "ring_messages", "ring_bytes", "replay_messages",
+    "queue_bytes", "ping_interval", "pong_timeout", "write_deadline", "reconnect_base", "reconnect_cap", "jitter",
+    "record_batch", "hub_silence_timeout", "broken_client", "broken_hub", "crash_while_recording"};
+
+bool durations(Reader& r, const char* key, std::vector<Duration>& out) {
+  if (!r.has(key)) return true;
+  const auto& list = r.json[key];
+  if (!list.is_array()) {
+    r.error = fmt::format("{}: expected a list of duration strings", key);
+    return false;
+  }
+  out.clear();
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::optional<Duration> parsed = list[i].is_string() ? parse_duration(list[i].get<std::string>()) : std::nullopt;
+    if (!parsed) {
+      r.error = fmt::format("{}[{}]: expected a duration string such as \"90s\", got {}", key, i, list[i].dump());
+      return false;
+    }
+    out.push_back(*parsed);
+  }
+  return true;
+}
+
+bool timed_faults(Reader& r, const char* key, std::vector<TimedFault>& out) {
+  if (!r.has(key)) return true;
+  const auto& list = r.json[key];
+  if (!list.is_array()) {
+    r.error = fmt::format("{}: expected a list of {{\"at\", \"length\"}} objects", key);
+    return false;
+  }
+  out.clear();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) {
+      r.error = fmt::format("{}[{}]: expected an object with at, length", key, i);
+      return false;
+    }
+    for (const auto& [field, value] : list[i].items()) {
+      if (field != "at" && field != "length") {
+        r.error = fmt::format("{}[{}].{}: unknown field; allowed: at, length", key, i, field);
+        return false;
+      }
+    }
+    Reader inner{list[i], {}};
+    TimedFault fault;
+    if (!inner.has("at") || !inner.has("length") || !inner.duration("at", fault.at) ||
+        !inner.duration("length", fault.length)) {
+      r.error = fmt::format("{}[{}]: {}", key, i, inner.error.empty() ? "expected at and length" : inner.error);
+      return false;
+    }
+    out.push_back(fault);
+  }
+  return true;
+}
+
+std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s) {
+  if (!json.is_object()) return "stream: expected a JSON object";
+  for (const auto& [key, value] : json.items()) {
+    bool known = false;
+    for (const char* field : kStreamFields) known = known || key == field;
+    if (!known) {
+      std::string allowed;
+      for (const char* field : kStreamFields) allowed += (allowed.empty() ? "" : ", ") + std::string{field};
+      return fmt::format("stream.{}: unknown field; allowed: {}", key, allowed);
+    }
+  }
+  Reader r{json, {}};
+  s.enabled = true;
+  if (r.has("record_mode")) {
+    const auto& v = json["record_mode"];
+    if (v == "transact") s.mode = resume::RecordMode::transact;
+    else if (v == "put") s.mode = resume::RecordMode::put;
+    else return fmt::format("stream.record_mode: expected \"transact\" or \"put\", got {}", v.dump());
+  }
+  Duration publish_until = Duration::zero();
+  Duration relay_idle = Duration::zero();
+  const bool ok =
+      r.boolean("enabled", s.enabled) && r.duration("publish_interval", s.publish_interval) &&
+      r.integer("message_bytes", s.message_bytes, 1, 1 << 20) && r.duration("publish_until", publish_until) &&
+      r.duration("relay_idle", relay_idle) && durations(r, "hub_crashes", s.hub_crashes) &&
+      r.duration("hub_down", s.hub_down) && r.boolean("keep_ring", s.keep_ring) &&
+      durations(r, "mass_closes", s.mass_closes) && durations(r, "crash_while_recording", s.crash_while_recording) && timed_faults(r, "hub_slow", s.hub_slow) &&
+      timed_faults(r, "cuts", s.cuts) && r.integer("ring_messages", s.hub.ring_messages_max, 1, 10'000'000) &&
+      r.integer("ring_bytes", s.hub.ring_bytes_max, 1, int64_t{1} << 40) &&
+      r.integer("replay_messages", s.hub.replay_messages_max, 1, 10'000'000) &&
+      r.integer("queue_bytes", s.hub.subscriber_queue_bytes_max, 1, int64_t{1} << 40) &&
+      r.duration("ping_interval", s.hub.ping_interval) && r.duration("pong_timeout", s.hub.pong_timeout) &&
+      r.duration("write_deadline", s.hub.write_deadline) && r.duration("reconnect_base", s.client.reconnect_base) &&
+      r.duration("reconnect_cap", s.client.reconnect_cap) && r.boolean("jitter", s.client.jitter) &&
+      r.integer("record_batch", s.client.record_batch_max, 1, 1000) &&
+      r.duration("hub_silence_timeout", s.client.hub_silence_timeout) &&
+      r.boolean("broken_client", s.client.bug_cursor_on_receive) &&
+      r.boolean("broken_hub", s.hub.bug_skip_evicted_without_reset);
+  if (!ok) return "stream." + r.error;
+  if (r.has("publish_until")) s.publish_until = publish_until;
+  if (r.has("relay_idle")) s.relay_idle = relay_idle;
+  return {};
+}
 
 }  // namespace
 
@@ -243,6 +391,9 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.integer("autoscale_target", options.autoscale_target, 1, 1'000'000) &&
                   r.duration("heal_at", heal_at);
   if (!ok) return r.error;
+  if (r.has("stream")) {
+    if (std::string error = apply_stream_parameters(parameters["stream"], options.stream); !error.empty()) return error;
+  }
   if (r.has("deploy_at")) options.deploy_at = deploy_at;
   if (r.has("heal_at")) options.heal_at = heal_at;
   return options.validate();

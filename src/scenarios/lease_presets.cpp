@@ -10,6 +10,69 @@ using D = Duration;
 
 WorkerFault fault(uint32_t worker, Duration at, Duration length) { return WorkerFault{worker, at, length}; }
 
+// Streaming traffic and hub faults for the swarm: rings small enough that
+// outages evict (and replays exceed their limit), hub restarts with and
+// without the ring, mass closes, cuts, a slow hub, sometimes a relay.
+void swarm_stream(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-stream")};
+  StreamOptions& s = o.stream;
+  const Duration heal = o.healed_at();
+  s.enabled = true;
+  s.mode = prng.chance(Ratio{1, 2}) ? resume::RecordMode::transact : resume::RecordMode::put;
+  // A message every 5 s per connection keeps a seed cheap; rings of 4 to 60
+  // messages (20 s to 5 min) make crashes, pauses and partitions evict.
+  s.publish_interval = D::from_s(5);
+  s.hub.ring_messages_max = 4 + static_cast<uint32_t>(prng.below(57));
+  s.hub.replay_messages_max = 2 + static_cast<uint32_t>(prng.below(s.hub.ring_messages_max - 1));
+  s.client.record_batch_max = 1 + static_cast<uint32_t>(prng.below(25));
+  s.keep_ring = prng.chance(Ratio{1, 2});
+  for (uint64_t i = prng.below(3); i > 0; --i) s.hub_crashes.push_back(prng.uniform_duration(D::zero(), heal));
+  s.hub_down = prng.uniform_duration(D::from_ms(100), D::from_s(20));
+  if (prng.chance(Ratio{1, 3})) s.mass_closes.push_back(prng.uniform_duration(D::zero(), heal));
+  for (uint64_t i = prng.below(3); i > 0; --i) {
+    const Duration length = prng.uniform_duration(D::from_ms(100), D::from_s(5));
+    s.cuts.push_back(TimedFault{prng.uniform_duration(D::zero(), heal - length), length});
+  }
+  if (prng.chance(Ratio{1, 3})) {
+    const Duration length = prng.uniform_duration(D::from_s(1), D::from_s(10));
+    s.hub_slow.push_back(TimedFault{prng.uniform_duration(D::zero(), heal - length), length});
+  }
+  // An idle cut-off longer than the ping interval: pings keep streams up.
+  if (prng.chance(Ratio{1, 3})) s.relay_idle = prng.uniform_duration(D::from_ms(2500), D::from_s(60));
+}
+
+// The lease-backed streaming presets; times are fractions of the run.
+std::optional<LeaseScenarioOptions> stream_preset(std::string_view name, LeaseScenarioOptions o) {
+  StreamOptions& s = o.stream;
+  s.enabled = true;
+  const Duration d = o.duration;
+  if (name == "stream-steady") return o;
+  if (name == "stream-cuts") {
+    // Cut twice in the middle of publishing; a replay races new messages.
+    o.workers = 1;
+    o.connections = 1;
+    s.publish_interval = D::from_ms(100);
+    s.cuts = {TimedFault{d * 2 / 9, D::from_s(1)}, TimedFault{d * 4 / 9, D::from_s(1)}};
+    return o;
+  }
+  if (name == "stream-hub-restart" || name == "stream-hub-restart-kept") {
+    o.workers = 3;
+    o.connections = 20;
+    s.keep_ring = name == "stream-hub-restart-kept";
+    s.hub_crashes = {d / 5, d / 2};
+    s.hub_down = D::from_s(5);
+    return o;
+  }
+  if (name == "stream-crash-recording") {
+    o.workers = 3;
+    o.connections = 20;
+    s.publish_interval = D::from_ms(200);
+    s.crash_while_recording = {d / 5, d * 2 / 5, d * 3 / 5};
+    return o;
+  }
+  return std::nullopt;
+}
+
 // A random mix of every fault, inside the algorithm's stated assumptions,
 // drawn from the seed (the swarm). Small fleets, 10 simulated minutes.
 LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
@@ -43,6 +106,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   if (prng.chance(Ratio{1, 4}) && heal > D::from_min(3)) {
     o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
   }
+  swarm_stream(seed, o);
   return o;
 }
 
@@ -79,6 +143,10 @@ std::optional<LeaseScenarioOptions> preset(std::string_view name, uint64_t seed,
     return swarm(seed, o);
   }
   if (duration) o.duration = *duration;
+  if (name.starts_with("stream-")) {
+    if (!duration) o.duration = name == "stream-steady" ? D::from_h(1) : name == "stream-cuts" ? D::from_min(3) : D::from_min(10);
+    return stream_preset(name, o);
+  }
   // Named presets place their faults at fractions of the run (the times in
   // docs/scenarios.md are for the default hour), so shorter runs keep them.
   const Duration at_10_of_60 = o.duration / 6;

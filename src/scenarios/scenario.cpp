@@ -7,6 +7,7 @@
 
 #include <leaseproof/scenarios/kernel.hpp>
 #include <leaseproof/scenarios/lease.hpp>
+#include <leaseproof/scenarios/stream_lab.hpp>
 #include <leaseproof/sim/world.hpp>
 
 namespace leaseproof::scenarios {
@@ -52,6 +53,12 @@ Scenario lease_scenario(std::string_view name, std::string_view summary, Duratio
                   }};
 }
 
+Scenario lab_scenario(std::string_view name, std::string_view summary, Duration duration) {
+  return Scenario{name, summary, duration,
+                  [name](const RunConfig& config) { return run_stream_lab(name, config); },
+                  [name](const RunConfig& config) { return validate_stream_lab(name, config); }};
+}
+
 }  // namespace
 
 RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options) {
@@ -91,6 +98,16 @@ std::span<const Scenario> scenarios() {
       lease_scenario("lease-throttle", "DynamoDB partitions limited to 40 WCU/s: throttled renews", Duration::from_h(1)),
       lease_scenario("lease-partition", "one worker cut from DynamoDB for 60 s while its upstream stays up", Duration::from_h(1)),
       lease_scenario("lease-lost-replies", "2% of messages lost: ambiguous acquires and renews", Duration::from_h(1)),
+      lease_scenario("stream-steady", "the reference fleet streaming 1 message per second per connection, no faults", Duration::from_h(1)),
+      lease_scenario("stream-cuts", "one connection, 10 messages a second, its stream cut twice while publishing: every message recorded once", Duration::from_min(3)),
+      lease_scenario("stream-hub-restart", "the hub restarts twice and loses its ring (new epoch: typed resets)", Duration::from_min(10)),
+      lease_scenario("stream-hub-restart-kept", "the hub restarts twice and keeps its ring in a shared store (same epoch: nothing lost)", Duration::from_min(10)),
+      lease_scenario("stream-crash-recording", "workers crash while a record write is in flight", Duration::from_min(10)),
+      lab_scenario("stream-slow-subscriber", "lab: 64 MB to a subscriber that never reads: bounded queue, 1013", Duration::from_s(10)),
+      lab_scenario("stream-relay-idle", "lab: a connection held 6 s behind a relay with a 2.5 s idle cut-off", Duration::from_s(7)),
+      lab_scenario("stream-silent-subscriber", "lab: a subscriber that never answers pings is cut within 6 s", Duration::from_s(10)),
+      lab_scenario("stream-wave", "lab: 1,000 subscribers closed with 1012, peak reconnects per second", Duration::from_s(60)),
+      lab_scenario("stream-empty-reconnect", "lab: a subscriber of an empty channel reconnects after a hub restart", Duration::from_s(30)),
   };
   return kScenarios;
 }

@@ -49,6 +49,7 @@ struct World::Node {
   std::map<uint64_t, PendingCall> pending_calls;
   Prng prng{0};
   std::unique_ptr<NodeContext> context;
+  bool streams = false;  // every link from or to this node is FIFO
 };
 
 struct World::Link {
@@ -262,6 +263,8 @@ World::Link& World::link(NodeId from, NodeId to) {
 
 void World::set_link(NodeId from, NodeId to, LinkConfig config) { link(from, to).config = config; }
 
+void World::set_stream_node(NodeId node) { get(node).streams = true; }
+
 void World::set_every_link(LinkConfig config) {
   default_link_ = config;
   for (auto& [pair, l] : links_) l.config = config;  // std::map: ordered, and order does not matter here
@@ -314,11 +317,20 @@ uint64_t World::send(NodeId from, NodeId to, Message message, uint64_t reply_to,
   trace_.record(sent);
 
   Link& l = link(from, to);
+  const bool stream = get(from).streams || get(to).streams;
   std::string_view lost_reason;
+  Duration retransmit = Duration::zero();
   if (partitioned(from, to, now())) {
     lost_reason = "partition";
   } else if (network_prng_.chance(l.config.loss)) {
-    lost_reason = "loss";
+    // A TCP stream retransmits a lost segment: it arrives one RTO late (and,
+    // the link being FIFO, holds back what follows). Datagram-like traffic
+    // (requests, replies) is lost.
+    if (stream) {
+      retransmit = kStreamRetransmitTimeout;
+    } else {
+      lost_reason = "loss";
+    }
   }
   if (!lost_reason.empty()) {
     TraceEvent dropped = event(EventKind::drop, from);
@@ -328,11 +340,11 @@ uint64_t World::send(NodeId from, NodeId to, Message message, uint64_t reply_to,
     trace_.record(dropped);
     return envelope->id;
   }
-  Instant arrival = now() + l.config.latency.sample(network_prng_);
+  Instant arrival = now() + retransmit + l.config.latency.sample(network_prng_);
   for (const auto& [start, end] : l.clogs) {
     if (start <= arrival && arrival < end) arrival = end;
   }
-  if (l.config.fifo) {
+  if (l.config.fifo || stream) {
     arrival = std::max(arrival, l.last_arrival);
     l.last_arrival = arrival;
   }

@@ -56,7 +56,8 @@ TEST_F(DynamoStoreTable, TableNamesAreValidatedFirst) {
     // Checked before the table is looked up: not ResourceNotFound.
     auto result = store_.apply(get(name, {{"pk", S("a")}}), now_);
     EXPECT_EQ(error_type(result), "ValidationException") << name;
-    EXPECT_NE(error_message(result).find("TableName must"), std::string::npos) << error_message(result);
+    EXPECT_NE(error_message(result).find("at 'tableName' failed to satisfy constraint"), std::string::npos)
+        << error_message(result);
   }
   auto longest = leases_table();
   longest.table_name = std::string(255, 'z');

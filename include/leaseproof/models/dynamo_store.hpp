@@ -16,6 +16,7 @@
 // randomness from one sim::Prng seeded by the constructor's seed.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -113,6 +114,13 @@ class DynamoStore {
 
   // Enables TTL on a table (existing or created later) with this attribute.
   void set_ttl(std::string_view table, std::string attribute);
+
+  // DynamoDB Streams, reduced to what checkers need: `listener` sees every
+  // change the table commits (put, update, delete, transaction, batch, TTL),
+  // in commit order, with the item before and after (nullptr when absent).
+  // Refused and failed writes change nothing and are not streamed.
+  using StreamListener = std::function<void(const dynamo::Item* old_item, const dynamo::Item* new_item)>;
+  void set_stream(std::string_view table, StreamListener listener);
 
   // Counters of a table; an unknown table reads as all zero.
   const TableAccounting& accounting(std::string_view table) const;

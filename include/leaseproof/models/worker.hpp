@@ -5,16 +5,27 @@
 // network and tells the upstream hub when it opens and closes sessions. The
 // trace events it writes are the contract in docs/trace-format.md.
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/core/lease/manager.hpp>
+#include <leaseproof/core/resume/session.hpp>
+#include <leaseproof/models/stream.hpp>
 #include <leaseproof/sim/faults.hpp>
 #include <leaseproof/sim/world.hpp>
 
 namespace leaseproof::models {
+
+// Streaming from the upstream hub (core/resume): each open session resumes
+// its channel through `via` (the hub or a relay) and records into the sink.
+struct StreamEnvironment {
+  resume::SessionConfig session;
+  NodeId via;
+};
 
 struct WorkerEnvironment {
   lease::LeaseConfig config;
@@ -24,6 +35,7 @@ struct WorkerEnvironment {
   std::string release_queue = "releases";
   bool notify_releases = true;  // the seed algorithm does not use SQS
   Duration sqs_poll_interval = Duration::from_ms(500);
+  std::optional<StreamEnvironment> stream;  // none: sessions are only announced to `upstream`
   // Fault sites the core reaches through its FaultHook, by name.
   std::map<std::string, sim::FaultSiteId, std::less<>> fault_sites;
 };
@@ -72,6 +84,23 @@ class WorkerProcess final : public sim::Process {
   void schedule_timer();
   void poll_releases(Duration wait);
 
+  // Streaming (stream_worker.cpp).
+  struct Stream {
+    std::unique_ptr<resume::StreamSession> session;
+    uint64_t generation = 0;  // tells sink replies of an earlier session apart
+    ws::ConnectionId socket = 0;
+    uint64_t received = 0;  // frames on the current socket
+    uint64_t sent = 0;
+  };
+  void open_stream(const lease::OpenSession& open);
+  void close_stream(const std::string& connection);
+  void on_stream_message(const sim::Envelope& envelope);
+  template <typename Step>
+  void run_stream(const std::string& connection, Step step);
+  void apply_stream(const std::string& connection, resume::SessionActions& actions);
+  void schedule_streams();
+  void on_stream_timer();
+
   const WorkerEnvironment& environment_;
   sim::NodeContext* context_ = nullptr;
   std::unique_ptr<Random> random_;
@@ -80,6 +109,13 @@ class WorkerProcess final : public sim::Process {
   std::string worker_id_;
   uint64_t timer_ = 0;
   Instant timer_at_ = Instant::max();
+  std::map<std::string, Stream, std::less<>> streams_;
+  std::map<ws::ConnectionId, std::string> stream_by_socket_;
+  std::set<std::pair<Instant, std::string>> stream_wakeups_;  // stale entries dropped when they surface
+  uint64_t stream_timer_ = 0;
+  Instant stream_timer_at_ = Instant::max();
+  uint64_t stream_generation_ = 0;
+  uint32_t next_socket_ = 1;
 };
 
 // The hub's side of sessions, as the minimal upstream endpoint: it records

@@ -16,6 +16,9 @@
 #include <leaseproof/base/ratio.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/core/lease/config.hpp>
+#include <leaseproof/core/resume/client.hpp>
+#include <leaseproof/core/resume/hub.hpp>
+#include <leaseproof/core/resume/recording.hpp>
 #include <leaseproof/scenarios/scenario.hpp>
 
 namespace leaseproof::scenarios {
@@ -29,6 +32,35 @@ struct WorkerFault {
 struct ConnectionStop {
   uint32_t connection = 0;
   Duration at;
+};
+
+struct TimedFault {
+  Duration at;
+  Duration length;
+};
+
+// Streaming (core/resume): the upstream hub publishes on every connection's
+// channel, owners resume and record into the sink; hub faults.
+struct StreamOptions {
+  bool enabled = false;
+  resume::HubConfig hub;
+  resume::ClientConfig client;
+  resume::RecordMode mode = resume::RecordMode::transact;
+  Duration publish_interval = Duration::from_s(1);  // one message per connection
+  uint32_t message_bytes = 256;
+  std::optional<Duration> publish_until;  // default: when the faults heal
+  std::optional<Duration> relay_idle;     // a relay with this idle cut-off in front of the hub
+  std::vector<Duration> hub_crashes;      // the hub crashes, restarts after hub_down
+  Duration hub_down = Duration::from_s(2);
+  bool keep_ring = false;                 // restarts keep the ring (same epoch)
+  std::vector<Duration> mass_closes;      // the hub closes everyone with 1012
+  std::vector<TimedFault> hub_slow;       // the hub's outbound links clogged
+  std::vector<TimedFault> cuts;           // every stream link lost (connections break)
+  // From each of these times, the next worker to send a record write
+  // crashes right after sending it (restarted after restart_after).
+  std::vector<Duration> crash_while_recording;
+
+  Duration published_until(Duration healed_at) const { return publish_until.value_or(healed_at); }
 };
 
 struct LeaseScenarioOptions {
@@ -58,6 +90,7 @@ struct LeaseScenarioOptions {
   int64_t autoscale_target = 700;
   // Faults stop here; the rest is the liveness phase. Default: 80% of the run.
   std::optional<Duration> heal_at;
+  StreamOptions stream;
 
   // Errors name the field: "workers must be at least 1", ...
   std::string validate() const;

@@ -53,6 +53,8 @@ struct Envelope {
   bool expects_reply = false;
 };
 
+inline constexpr Duration kStreamRetransmitTimeout = Duration::from_ms(200);  // Linux's minimum RTO
+
 struct LinkConfig {
   LatencyDistribution latency;
   Ratio loss = Ratio::zero();
@@ -151,6 +153,11 @@ class World {
   // Directed: messages from -> to that would arrive in [start, end) wait until end.
   void clog(NodeId from, NodeId to, Instant start, Instant end);
   bool partitioned(NodeId from, NodeId to, Instant at) const;
+  // Every link from or to `node` is a TCP stream, whatever its config says:
+  // it never reorders, and random loss delays a message by one
+  // retransmission timeout instead of dropping it. A partition still drops
+  // messages; a stream transport detects that as a broken connection.
+  void set_stream_node(NodeId node);
 
   // Lifecycle actions, applied now. Scenarios schedule them.
   void crash(NodeId node, std::string_view reason = "crash");

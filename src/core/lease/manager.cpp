@@ -146,7 +146,7 @@ void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent
     return;
   }
   held.open = true;
-  out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url});
+  out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url, held.stream_epoch, held.last_seq});
 }
 
 void LeaseManager::on_timer(Clock now, Actions& out) { expire_deadlines(now, out); }

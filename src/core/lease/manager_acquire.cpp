@@ -80,6 +80,8 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
   Held held;
   held.epoch = lease ? lease->epoch : 0;
   held.ws_url = lease ? lease->ws_url : std::string{};
+  held.stream_epoch = lease ? lease->stream_epoch : 0;
+  held.last_seq = lease ? lease->last_seq : 0;
   watched_.erase(pending.connection);
   auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
   confirm(pending.connection, it->second, pending.sent, now, out);
@@ -107,6 +109,8 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   Held held;
   held.epoch = lease->epoch;
   held.ws_url = lease->ws_url;
+  held.stream_epoch = lease->stream_epoch;
+  held.last_seq = lease->last_seq;
   watched_.erase(pending.connection);
   auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
   confirm(pending.connection, it->second, pending.sent, now, out);

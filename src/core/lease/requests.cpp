@@ -231,6 +231,7 @@ std::optional<LeaseView> parse_lease(const Item& item) {
   view.expires_at_ms = integer(item, "lease_expires_at_ms").value_or(0);
   view.counter = integer(item, "lease_counter").value_or(0);
   view.last_seq = integer(item, "last_seq").value_or(0);
+  view.stream_epoch = integer(item, "stream_epoch").value_or(0);
   view.ws_url = text(item, "ws_url");
   return view;
 }

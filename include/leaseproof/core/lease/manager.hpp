@@ -50,6 +50,9 @@ struct OpenSession {
   std::string connection;
   int64_t epoch = 0;
   std::string ws_url;
+  // The checkpoint as the acquire read it: resume after it.
+  int64_t stream_epoch = 0;
+  int64_t last_seq = 0;
 };
 struct CloseSession {
   std::string connection;
@@ -97,6 +100,8 @@ class LeaseManager {
   struct Held {
     int64_t epoch = 0;
     std::string ws_url;
+    int64_t stream_epoch = 0;  // checkpoint at acquire
+    int64_t last_seq = 0;
     Instant confirmed_sent;  // send time of the last confirmed acquire or renew
     Instant next_renew;
     bool open = false;

@@ -11,6 +11,7 @@
 //   lease_expires_at_ms  owner's wall clock + lease duration; 0 when released or new
 //   lease_counter        +1 on every acquire, renew and release (counter-mode expiry)
 //   last_seq             last sequence recorded (checkpoint), only increases
+//   stream_epoch         the upstream hub epoch of last_seq (absent: none yet)
 
 #include <cstdint>
 #include <optional>
@@ -62,6 +63,7 @@ struct LeaseView {
   int64_t expires_at_ms = 0;
   int64_t counter = 0;
   int64_t last_seq = 0;
+  int64_t stream_epoch = 0;  // the hub epoch of last_seq (resume checkpoint)
   std::string ws_url;
 };
 std::optional<LeaseView> parse_lease(const dynamo::Item& item);

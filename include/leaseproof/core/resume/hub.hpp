@@ -1,0 +1,146 @@
+#pragma once
+// The upstream hub's publisher side of the resume protocol. Sans-IO: every
+// entry point takes the hub's monotonic clock reading and appends the frames
+// to send and the subscribers to close; the caller calls on_timer() at
+// next_deadline() and reports what the transport did (pongs, disconnects).
+//
+// Per channel: messages numbered 1, 2, ... within the hub's epoch, kept in a
+// ring bounded by count and bytes. Per subscriber: one bounded queue (bytes
+// sent and not yet consumed by the peer, as its Pongs report). Rules:
+//   - a frame that would take a queue above its bound closes the subscriber
+//     with 1013 instead: a subscriber gets every message or is closed, never
+//     a hole; replay goes through the same queue;
+//   - a resume either replays exactly the messages after the position or
+//     sends a typed Reset first (evicted, epoch_changed, ahead_of_top,
+//     over_limit) naming where delivery resumes;
+//   - every subscriber is pinged each ping_interval (shorter than any idle
+//     cut-off on the way); no Pong within pong_timeout closes it (1006); data
+//     left unconsumed for write_deadline closes it too (a stalled write is as
+//     dead as a silent peer);
+//   - a closed subscriber leaves the count at once.
+// See docs/resume-core.md.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/core/resume/protocol.hpp>
+
+namespace leaseproof::resume {
+
+struct HubConfig {
+  uint32_t ring_messages_max = 10'000;              // per channel
+  uint64_t ring_bytes_max = 16ull << 20;            // per channel
+  uint64_t subscriber_queue_bytes_max = 1ull << 20; // per subscriber
+  uint32_t replay_messages_max = 5'000;             // a longer replay resets (over_limit)
+  Duration ping_interval = Duration::from_s(2);
+  Duration pong_timeout = Duration::from_s(4);
+  Duration write_deadline = Duration::from_s(10);
+  // Deliberately broken variant for checker tests: a resume from an evicted
+  // position replays from the oldest message without sending a Reset.
+  bool bug_skip_evicted_without_reset = false;
+
+  // "" when valid, else names the field and what is allowed, e.g.
+  // "hub.pong_timeout (0s) must be positive".
+  std::string validate() const;
+};
+
+using SubscriberId = uint64_t;
+
+// Hub actions.
+struct HubSend {
+  SubscriberId subscriber = 0;
+  HubFrame frame;
+};
+struct HubClose {
+  SubscriberId subscriber = 0;
+  uint16_t code = close_code::normal;
+  const char* reason = "";  // static string: "queue full", "pong timeout", ...
+};
+struct HubMark {
+  const char* name;  // coverage mark, e.g. "hub.reset_evicted"
+};
+using HubAction = std::variant<HubSend, HubClose, HubMark>;
+using HubActions = std::vector<HubAction>;
+
+// A channel's ring, as kept by a shared store across hub restarts.
+struct ChannelRing {
+  std::deque<Message> messages;  // oldest first
+  uint64_t bytes = 0;
+  int64_t top = 0;  // last seq published in the epoch (0: none)
+};
+struct RingState {
+  uint64_t epoch = 1;
+  std::map<std::string, ChannelRing, std::less<>> channels;
+};
+
+class Hub {
+ public:
+  // A fresh hub: `epoch` must differ from every earlier epoch of this hub
+  // (the caller persists a counter); every ring starts empty.
+  Hub(HubConfig config, uint64_t epoch);
+  // A hub restarted with its rings kept in a shared store: same epoch.
+  Hub(HubConfig config, RingState rings);
+
+  // Appends the next message of `channel` and sends it to its subscribers.
+  Message publish(std::string_view channel, uint32_t bytes, Instant now, HubActions& out);
+  // A new subscriber (the transport's id, unique for this hub) resuming after
+  // `request.after`. Sends the Reset and replay it needs.
+  void subscribe(SubscriberId id, const Subscribe& request, Instant now, HubActions& out);
+  void on_pong(SubscriberId id, const Pong& pong, Instant now, HubActions& out);
+  // The transport lost the subscriber (peer closed, connection dropped).
+  void on_disconnect(SubscriberId id, Instant now);
+  // Closes every subscriber with `code` (1012 on a service restart).
+  void close_all(uint16_t code, const char* reason, Instant now, HubActions& out);
+  void on_timer(Instant now, HubActions& out);
+  // Monotonic time of the next on_timer() call needed; Instant::max() if none.
+  Instant next_deadline() const;
+
+  uint64_t epoch() const { return rings_.epoch; }
+  const RingState& rings() const { return rings_; }
+  int64_t top(std::string_view channel) const;
+  size_t subscriber_count() const { return subscribers_.size(); }
+  // Bytes queued for a subscriber (0 if unknown); never above the bound.
+  uint64_t queued_bytes(SubscriberId id) const;
+  const HubConfig& config() const { return config_; }
+
+ private:
+  struct Queued {
+    uint32_t bytes = 0;
+    Instant sent;
+  };
+  struct Subscriber {
+    std::string channel;
+    std::deque<Queued> queue;  // sent, not yet consumed; oldest first
+    uint64_t queued_bytes = 0;
+    uint64_t ping_id = 0;            // outstanding ping (0: none)
+    Instant ping_sent;
+    Instant next_ping;
+  };
+
+  // Sends `frame` through the subscriber's queue; false if it closed instead.
+  bool enqueue(SubscriberId id, Subscriber& subscriber, HubFrame frame, Instant now, HubActions& out);
+  void close(SubscriberId id, uint16_t code, const char* reason, HubActions& out);
+  Instant due_time(const Subscriber& subscriber) const;
+  void touch(SubscriberId id);
+  // Whatever is due for one subscriber: pong timeout, write deadline, ping.
+  void process(SubscriberId id, Instant now, HubActions& out);
+
+  HubConfig config_;
+  RingState rings_;
+  std::map<SubscriberId, Subscriber> subscribers_;
+  std::map<std::string, std::set<SubscriberId>, std::less<>> by_channel_;
+  uint64_t next_ping_id_ = 1;
+  // Due times, as in the lease manager: entries made stale are dropped when
+  // they surface (next_deadline() drops them too, hence mutable).
+  mutable std::set<std::pair<Instant, SubscriberId>> wakeups_;
+};
+
+}  // namespace leaseproof::resume

@@ -1,0 +1,101 @@
+#pragma once
+// Checkers of streaming (DESIGN.md section 4), observers of the trace plus
+// the sink's change stream:
+//
+//   ExactlyOnceChecker  for every connection and hub epoch, the sink holds
+//                       each published sequence number exactly once, in
+//                       order, with no hole, except ranges a typed reset
+//                       (resume.reset in the trace) declared lost; with a
+//                       quiet end, every required connection is caught up.
+//   DeadPeerChecker     a subscriber whose process crashed is cut by the hub
+//                       within ping interval + pong timeout (+ slack).
+//
+// The sink is observed as DynamoDB Streams would show it: every accepted
+// write to the sink table, in commit order (DynamoStore::set_stream), which
+// is what a downstream consumer acts on. Everything else comes from the
+// trace: hub.epoch and hub.publish (the hub), resume.reset (the clients).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/sim/trace.hpp>
+
+namespace leaseproof::properties {
+
+class ExactlyOnceChecker {
+ public:
+  void observe(const sim::TraceEvent& event);
+  // One accepted write of the sink: record (connection, hub epoch, seq);
+  // `overwrote`: an item with that key existed already.
+  void on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote, Instant at);
+  // End of run. `caught_up`: connections that must have recorded everything
+  // published (publishing stopped long enough before the end, faults healed).
+  void finish(const std::set<std::string, std::less<>>& caught_up);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  uint64_t violation_count() const { return violation_count_; }
+  std::string summary() const;
+  uint64_t records() const { return records_; }
+  uint64_t published() const { return published_; }
+  uint64_t excused_messages() const { return excused_messages_; }
+  const std::map<std::string, uint64_t, std::less<>>& resets_by_kind() const { return resets_by_kind_; }
+
+ private:
+  struct EpochState {
+    int64_t top = 0;       // last published
+    int64_t recorded = 0;  // last recorded
+    std::vector<std::pair<int64_t, int64_t>> excused;  // inclusive ranges declared lost
+    bool all_excused = false;                          // the whole epoch was declared lost
+  };
+  using Key = std::pair<std::string, uint64_t>;  // (connection, hub epoch)
+
+  bool excused(const Key& key, const EpochState& state, int64_t from, int64_t to) const;
+  void on_reset(const sim::TraceEvent& event);
+  void violation(std::string text);
+
+  static constexpr size_t kViolationsKept = 20;
+  std::map<Key, EpochState> epochs_;
+  std::map<uint32_t, uint64_t> hub_epoch_;  // by hub node
+  // Epochs declared lost per connection: (after epoch, resume epoch) ranges.
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>, std::less<>> lost_epochs_;
+  std::vector<std::string> violations_;
+  uint64_t violation_count_ = 0;
+  uint64_t records_ = 0;
+  uint64_t published_ = 0;
+  uint64_t excused_messages_ = 0;
+  std::map<std::string, uint64_t, std::less<>> resets_by_kind_;
+};
+
+class DeadPeerChecker {
+ public:
+  // `bound`: ping interval + pong timeout + the network's slack.
+  DeadPeerChecker(std::function<std::string(NodeId)> names, Duration bound)
+      : namer_(std::move(names)), bound_(bound) {}
+  void observe(const sim::TraceEvent& event);
+  void finish(Instant end);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  uint64_t cut() const { return cut_; }          // dead subscribers the hub cut
+  Duration slowest() const { return slowest_; }  // longest time from death to cut
+  std::string summary() const;
+
+ private:
+  std::function<std::string(NodeId)> namer_;
+  std::map<uint32_t, std::string> names_;          // node -> "name#incarnation" of its process
+  std::set<uint32_t> hubs_;                         // nodes that wrote upstream.* notes
+  std::map<std::string, uint64_t> open_;           // hub sessions open by subscriber name
+  std::map<std::string, Instant> dead_since_;      // crashed subscribers with sessions open
+  std::vector<std::string> violations_;
+  Duration bound_;
+  uint64_t cut_ = 0;
+  Duration slowest_ = Duration::zero();
+};
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,175 @@
+// The worker's streams: one core StreamSession (core/resume/session.hpp) per
+// open lease session, its WebSocket to the hub, and its sink writes to
+// DynamoDB. The trace events written here are in docs/trace-format.md.
+#include <leaseproof/models/worker.hpp>
+
+#include <fmt/format.h>
+
+#include <leaseproof/models/dynamo_node.hpp>
+
+namespace leaseproof::models {
+namespace {
+
+constexpr uint32_t kControlBytes = 16;
+
+sim::Message close_frame(ws::ConnectionId socket, uint16_t code) {
+  return sim::Message{ws::kClose, kControlBytes, std::make_shared<ws::Close>(socket, code)};
+}
+
+}  // namespace
+
+void WorkerProcess::open_stream(const lease::OpenSession& open) {
+  const StreamEnvironment& environment = *environment_.stream;
+  LP_ASSERT_MSG(!streams_.contains(open.connection), "stream {} opened twice", open.connection);
+  Stream& stream = streams_[open.connection];
+  const resume::Position recorded{static_cast<uint64_t>(std::max<int64_t>(0, open.stream_epoch)), open.last_seq};
+  stream.session = std::make_unique<resume::StreamSession>(environment.session, environment_.config, open.connection,
+                                                           worker_id_, open.epoch, recorded, *random_);
+  stream.generation = ++stream_generation_;
+  run_stream(open.connection, [&](resume::SessionActions& out) { stream.session->start(context_->monotonic(), out); });
+}
+
+void WorkerProcess::close_stream(const std::string& connection) {
+  const auto found = streams_.find(connection);
+  if (found == streams_.end()) return;
+  if (found->second.socket != 0) {
+    context_->send(environment_.stream->via, close_frame(found->second.socket, resume::close_code::normal));
+    stream_by_socket_.erase(found->second.socket);
+  }
+  streams_.erase(found);
+  schedule_streams();
+}
+
+void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
+  const bool is_close = envelope.message.type == ws::kClose;
+  const ws::ConnectionId socket =
+      is_close ? envelope.message.as<ws::Close>().connection : envelope.message.as<ws::Frame>().connection;
+  const auto found = stream_by_socket_.find(socket);
+  if (found == stream_by_socket_.end()) return;  // a socket this worker already left
+  const std::string connection = found->second;
+  Stream& stream = streams_.at(connection);
+  const Instant now = context_->monotonic();
+  if (is_close) {
+    stream_by_socket_.erase(found);
+    stream.socket = 0;
+    const uint16_t code = envelope.message.as<ws::Close>().code;
+    run_stream(connection, [&](resume::SessionActions& out) { stream.session->on_closed(code, now, out); });
+    return;
+  }
+  const auto& frame = envelope.message.as<ws::Frame>();
+  if (frame.index != ++stream.received) {
+    // The network lost a frame: a broken TCP stream, never a hole.
+    context_->send(environment_.stream->via, close_frame(socket, resume::close_code::abnormal));
+    stream_by_socket_.erase(found);
+    stream.socket = 0;
+    context_->note("mark", "stream.broken");
+    run_stream(connection, [&](resume::SessionActions& out) {
+      stream.session->on_closed(resume::close_code::abnormal, now, out);
+    });
+    return;
+  }
+  run_stream(connection, [&](resume::SessionActions& out) { stream.session->on_frame(frame.frame, now, out); });
+}
+
+template <typename Step>
+void WorkerProcess::run_stream(const std::string& connection, Step step) {
+  resume::SessionActions actions;
+  step(actions);
+  apply_stream(connection, actions);
+  const auto found = streams_.find(connection);
+  if (found != streams_.end()) {
+    const Instant next = found->second.session->next_deadline();
+    if (next != Instant::max()) stream_wakeups_.emplace(next, connection);
+  }
+  schedule_streams();
+}
+
+void WorkerProcess::apply_stream(const std::string& connection, resume::SessionActions& actions) {
+  sim::NodeContext& context = *context_;
+  const NodeId via = environment_.stream->via;
+  Stream& stream = streams_.at(connection);
+  for (resume::SessionAction& action : actions) {
+    if (auto* connect = std::get_if<resume::Connect>(&action)) {
+      if (stream.socket != 0) stream_by_socket_.erase(stream.socket);
+      stream.socket = ws::make_connection_id(context.id(), context.incarnation(), next_socket_++);
+      stream.received = 0;
+      stream.sent = 0;
+      stream_by_socket_[stream.socket] = connection;
+      context.send(via, sim::Message{ws::kOpen, kControlBytes,
+                                     std::make_shared<ws::Open>(stream.socket, connect->subscribe, worker_id_)});
+    } else if (auto* pong = std::get_if<resume::SendPong>(&action)) {
+      if (stream.socket == 0) continue;
+      context.send(via, sim::Message{ws::kPong, kControlBytes,
+                                     std::make_shared<ws::PongFrame>(stream.socket, ++stream.sent, pong->pong)});
+    } else if (auto* close = std::get_if<resume::CloseConnection>(&action)) {
+      if (stream.socket == 0) continue;
+      context.send(via, close_frame(stream.socket, close->code));
+      stream_by_socket_.erase(stream.socket);
+      stream.socket = 0;
+    } else if (auto* call = std::get_if<resume::SinkCall>(&action)) {
+      // Put-mode record puts are not fenced (by design, docs/resume-core.md):
+      // the stale-write rule judges the fenced writes only.
+      const bool fenced = environment_.stream->session.mode == resume::RecordMode::transact ||
+                          std::string_view{call->kind} == "checkpoint";
+      const std::string detail = fmt::format("{} {} {}", fenced ? call->kind : "record_put", connection,
+                                             stream.session->lease_epoch());
+      const uint64_t token = call->token;
+      const uint64_t generation = stream.generation;
+      const uint64_t message = call_dynamo(
+          context, environment_.dynamo, std::move(call->request), environment_.config.request_timeout,
+          [this, connection, generation, token](const dynamo::Result<dynamo::Response>* result) {
+            const auto found = streams_.find(connection);
+            if (found == streams_.end() || found->second.generation != generation) return;
+            run_stream(connection, [&](resume::SessionActions& out) {
+              found->second.session->on_sink_reply(token, result, context_->monotonic(), out);
+            });
+          });
+      context.note("lease.request", detail, static_cast<int64_t>(message));
+    } else if (auto* recorded = std::get_if<resume::Recorded>(&action)) {
+      context.note("resume.recorded", fmt::format("{} {} {}", connection, recorded->through.epoch, recorded->through.seq),
+                   recorded->messages);
+    } else if (auto* reset = std::get_if<resume::ResetSeen>(&action)) {
+      const resume::Reset& r = reset->reset;
+      context.note("resume.reset", fmt::format("{} {} {} {} {} {}", connection, resume::to_string(r.kind), r.after.epoch,
+                                               r.after.seq, r.resume.epoch, r.resume.seq));
+    } else if (auto* give_up = std::get_if<resume::GiveUp>(&action)) {
+      context.note("resume.give_up", connection, give_up->code);
+    } else if (auto* mark = std::get_if<resume::ClientMark>(&action)) {
+      context.note("mark", mark->name);
+    }
+  }
+}
+
+void WorkerProcess::schedule_streams() {
+  // Drop entries made stale by later changes (the stream is gone or now due
+  // at another time); a fresher entry exists for the real due time.
+  while (!stream_wakeups_.empty()) {
+    const auto& [at, connection] = *stream_wakeups_.begin();
+    const auto found = streams_.find(connection);
+    if (found != streams_.end() && found->second.session->next_deadline() == at) break;
+    stream_wakeups_.erase(stream_wakeups_.begin());
+  }
+  const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.begin()->first;
+  if (next == stream_timer_at_) return;
+  context_->cancel_timer(stream_timer_);
+  stream_timer_at_ = next;
+  if (next == Instant::max()) return;
+  stream_timer_ = context_->set_timer(std::max(Duration::zero(), next - context_->monotonic()), "stream.timer", [this] {
+    stream_timer_at_ = Instant::max();
+    on_stream_timer();
+  });
+}
+
+void WorkerProcess::on_stream_timer() {
+  const Instant now = context_->monotonic();
+  while (!stream_wakeups_.empty() && stream_wakeups_.begin()->first <= now) {
+    const std::string connection = stream_wakeups_.begin()->second;
+    stream_wakeups_.erase(stream_wakeups_.begin());
+    const auto found = streams_.find(connection);
+    if (found == streams_.end() || found->second.session->next_deadline() > now) continue;
+    run_stream(connection, [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
+  }
+  schedule_streams();
+}
+
+}  // namespace leaseproof::models

@@ -1,0 +1,199 @@
+#include <leaseproof/properties/stream_checkers.hpp>
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "lease_text.hpp"
+
+namespace leaseproof::properties {
+
+using sim::EventKind;
+
+namespace {
+
+constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
+
+std::optional<int64_t> parse_i64(std::string_view text) {
+  const std::optional<uint64_t> value = text::parse_u64(text);
+  if (!value || *value > static_cast<uint64_t>(kAll)) return std::nullopt;
+  return static_cast<int64_t>(*value);
+}
+
+}  // namespace
+
+void ExactlyOnceChecker::violation(std::string text) {
+  ++violation_count_;
+  if (violations_.size() < kViolationsKept) violations_.push_back(std::move(text));
+}
+
+void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
+  if (event.kind != EventKind::note) return;
+  if (event.label == "hub.epoch") {
+    hub_epoch_[event.node.value] = static_cast<uint64_t>(event.value);
+  } else if (event.label == "hub.publish") {
+    EpochState& state = epochs_[Key{std::string{event.detail}, hub_epoch_[event.node.value]}];
+    if (event.value != state.top + 1) {
+      violation(fmt::format("hub: published {} seq {} after {} at {}", event.detail, event.value, state.top,
+                            event.true_time));
+    }
+    state.top = event.value;
+    ++published_;
+  } else if (event.label == "resume.reset") {
+    on_reset(event);
+  }
+}
+
+// "resume.reset <connection> <kind> <after epoch> <after seq> <resume epoch> <resume seq>"
+void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
+  const std::vector<std::string_view> words = text::split_words(event.detail);
+  std::optional<int64_t> numbers[4];
+  if (words.size() == 6) {
+    for (size_t i = 0; i < 4; ++i) numbers[i] = parse_i64(words[2 + i]);
+  }
+  if (words.size() != 6 || !numbers[0] || !numbers[1] || !numbers[2] || !numbers[3]) {
+    violation(fmt::format("trace contract: malformed resume.reset '{}' at {}", event.detail, event.true_time));
+    return;
+  }
+  const std::string connection{words[0]};
+  ++resets_by_kind_[std::string{words[1]}];
+  const auto after_epoch = static_cast<uint64_t>(*numbers[0]);
+  const auto resume_epoch = static_cast<uint64_t>(*numbers[2]);
+  const int64_t after_seq = *numbers[1];
+  const int64_t resume_seq = *numbers[3];
+  if (after_epoch == resume_epoch) {
+    if (resume_seq > after_seq) epochs_[Key{connection, after_epoch}].excused.emplace_back(after_seq + 1, resume_seq);
+    return;
+  }
+  // Another epoch: the rest of the old one, every epoch between, and the
+  // new one up to the resume position are gone.
+  if (after_epoch != 0) epochs_[Key{connection, after_epoch}].excused.emplace_back(after_seq + 1, kAll);
+  lost_epochs_[connection].emplace_back(after_epoch, resume_epoch);
+  if (resume_seq >= 1) epochs_[Key{connection, resume_epoch}].excused.emplace_back(1, resume_seq);
+}
+
+bool ExactlyOnceChecker::excused(const Key& key, const EpochState& state, int64_t from, int64_t to) const {
+  if (const auto lost = lost_epochs_.find(key.first); lost != lost_epochs_.end()) {
+    for (const auto& [after, resume] : lost->second) {
+      if (after < key.second && key.second < resume) return true;
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> ranges = state.excused;
+  std::sort(ranges.begin(), ranges.end());
+  int64_t next = from;  // the first seq not yet shown excused
+  for (const auto& [first, last] : ranges) {
+    if (first > next) break;
+    if (last >= next) next = last == kAll ? kAll : last + 1;
+    if (next > to) return true;
+  }
+  return next > to;
+}
+
+void ExactlyOnceChecker::on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote,
+                                       Instant at) {
+  ++records_;
+  const Key key{std::string{connection}, epoch};
+  EpochState& state = epochs_[key];
+  if (overwrote) {
+    violation(fmt::format("exactly-once: connection {} epoch {} seq {} recorded twice (again at {})", connection,
+                          epoch, seq, at));
+  }
+  if (seq <= state.recorded) {
+    if (!overwrote) {
+      violation(fmt::format("exactly-once: connection {} epoch {} recorded seq {} after seq {}, out of order, at {}",
+                            connection, epoch, seq, state.recorded, at));
+    }
+    return;
+  }
+  if (seq > state.top) {
+    violation(fmt::format("exactly-once: connection {} epoch {} recorded seq {} at {}, but the hub published only "
+                          "up to {}",
+                          connection, epoch, seq, at, state.top));
+  }
+  if (seq > state.recorded + 1) {
+    if (excused(key, state, state.recorded + 1, seq - 1)) {
+      excused_messages_ += static_cast<uint64_t>(seq - 1 - state.recorded);
+    } else {
+      violation(fmt::format("exactly-once: connection {} epoch {}: seq {}..{} never recorded and no reset declared "
+                            "them lost; seq {} recorded next, at {}",
+                            connection, epoch, state.recorded + 1, seq - 1, seq, at));
+    }
+  }
+  state.recorded = seq;
+}
+
+void ExactlyOnceChecker::finish(const std::set<std::string, std::less<>>& caught_up) {
+  for (const auto& [key, state] : epochs_) {
+    if (!caught_up.contains(key.first) || state.top <= state.recorded) continue;
+    if (excused(key, state, state.recorded + 1, state.top)) continue;
+    violation(fmt::format("exactly-once (liveness): connection {} epoch {} recorded up to seq {} of {} published, "
+                          "and no reset declared the rest lost",
+                          key.first, key.second, state.recorded, state.top));
+  }
+}
+
+std::string ExactlyOnceChecker::summary() const {
+  std::string resets;
+  for (const auto& [kind, count] : resets_by_kind_) resets += fmt::format(" {}={}", kind, count);
+  return fmt::format("exactly-once recording: {} violations; {} published, {} recorded, {} declared lost by "
+                     "resets (resets:{})",
+                     violation_count_, published_, records_, excused_messages_, resets.empty() ? " none" : resets);
+}
+
+// ---- dead peers ----------------------------------------------------------------
+
+void DeadPeerChecker::observe(const sim::TraceEvent& event) {
+  if (!event.node.valid()) return;
+  const uint32_t node = event.node.value;
+  if (event.kind == EventKind::start || event.kind == EventKind::restart) {
+    names_[node] = fmt::format("{}#{}", namer_ ? namer_(event.node) : fmt::format("node{}", node), event.id);
+    return;
+  }
+  if (event.kind == EventKind::crash) {
+    if (hubs_.contains(node)) {  // the hub's sessions die with it
+      open_.clear();
+      dead_since_.clear();
+      return;
+    }
+    const auto name = names_.find(node);
+    if (name != names_.end() && open_[name->second] > 0) dead_since_.emplace(name->second, event.true_time);
+    return;
+  }
+  if (event.kind != EventKind::note || (event.label != "upstream.open" && event.label != "upstream.close")) return;
+  hubs_.insert(node);
+  const std::vector<std::string_view> words = text::split_words(event.detail);
+  if (words.size() != 2) return;
+  const std::string who{words[1]};
+  if (event.label == "upstream.open") {
+    ++open_[who];
+    return;
+  }
+  uint64_t& open = open_[who];
+  if (open > 0) --open;
+  const auto dead = dead_since_.find(who);
+  if (open != 0 || dead == dead_since_.end()) return;
+  const Duration took = event.true_time - dead->second;
+  ++cut_;
+  slowest_ = std::max(slowest_, took);
+  if (took > bound_) {
+    violations_.push_back(fmt::format("dead peer: the hub cut {} {} after it crashed at {} (bound {})", who, took,
+                                      dead->second, bound_));
+  }
+  dead_since_.erase(dead);
+}
+
+void DeadPeerChecker::finish(Instant end) {
+  for (const auto& [who, since] : dead_since_) {
+    if (end - since > bound_) {
+      violations_.push_back(fmt::format("dead peer: the hub never cut {}, dead since {} (bound {})", who, since, bound_));
+    }
+  }
+}
+
+std::string DeadPeerChecker::summary() const {
+  return fmt::format("dead peers: {} violations; {} crashed subscribers cut, slowest after {} (bound {})",
+                     violations_.size(), cut_, slowest_, bound_);
+}
+
+}  // namespace leaseproof::properties
