@@ -312,8 +312,10 @@ void SubscriberPool::apply(uint32_t index, resume::ClientActions& actions) {
       by_connection_.erase(slot.connection);
       slot.connection = 0;
     } else if (auto* reset = std::get_if<resume::ResetSeen>(&action)) {
-      context.note("resume.reset", fmt::format("{}{} {}", options_.channel_prefix, index,
-                                               resume::to_string(reset->reset.kind)));
+      const resume::Reset& r = reset->reset;
+      context.note("resume.reset", fmt::format("{}{} {} {} {} {} {}", options_.channel_prefix, index,
+                                               resume::to_string(r.kind), r.after.epoch, r.after.seq, r.resume.epoch,
+                                               r.resume.seq));
     } else if (std::holds_alternative<resume::GiveUp>(action)) {
       context.note("resume.give_up", fmt::format("{}{}", options_.channel_prefix, index));
     } else if (auto* mark = std::get_if<resume::ClientMark>(&action)) {

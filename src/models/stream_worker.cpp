@@ -41,6 +41,7 @@ void WorkerProcess::close_stream(const std::string& connection) {
 }
 
 void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
+  expire_leases();
   const bool is_close = envelope.message.type == ws::kClose;
   const ws::ConnectionId socket =
       is_close ? envelope.message.as<ws::Close>().connection : envelope.message.as<ws::Frame>().connection;
@@ -109,15 +110,16 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
     } else if (auto* call = std::get_if<resume::SinkCall>(&action)) {
       // Put-mode record puts are not fenced (by design, docs/resume-core.md):
       // the stale-write rule judges the fenced writes only.
-      const bool fenced = environment_.stream->session.mode == resume::RecordMode::transact ||
-                          std::string_view{call->kind} == "checkpoint";
-      const std::string detail = fmt::format("{} {} {}", fenced ? call->kind : "record_put", connection,
-                                             stream.session->lease_epoch());
+      const std::string_view kind{call->kind};
+      const bool put = environment_.stream->session.mode == resume::RecordMode::put && kind == "record";
+      const std::string detail = fmt::format("{} {} {}", put ? "record_put" : kind == "probe" ? "read" : kind,
+                                             connection, stream.session->lease_epoch());
       const uint64_t token = call->token;
       const uint64_t generation = stream.generation;
       const uint64_t message = call_dynamo(
           context, environment_.dynamo, std::move(call->request), environment_.config.request_timeout,
           [this, connection, generation, token](const dynamo::Result<dynamo::Response>* result) {
+            expire_leases();
             const auto found = streams_.find(connection);
             if (found == streams_.end() || found->second.generation != generation) return;
             run_stream(connection, [&](resume::SessionActions& out) {
@@ -161,6 +163,7 @@ void WorkerProcess::schedule_streams() {
 }
 
 void WorkerProcess::on_stream_timer() {
+  expire_leases();
   const Instant now = context_->monotonic();
   while (!stream_wakeups_.empty() && stream_wakeups_.begin()->first <= now) {
     const std::string connection = stream_wakeups_.begin()->second;

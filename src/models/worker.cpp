@@ -90,6 +90,15 @@ void WorkerProcess::apply(lease::Actions& actions) {
   }
 }
 
+// A worker resuming from a pause finds its queued input and its overdue
+// timers; it must stop acting on leases whose deadline passed before it
+// touches their streams (docs/lease-core.md: check the deadline before acting).
+void WorkerProcess::expire_leases() {
+  if (manager_ && manager_->next_deadline() <= context_->monotonic()) {
+    run([&](lease::Actions& out) { manager_->on_timer(clock_of_worker(), out); });
+  }
+}
+
 void WorkerProcess::schedule_timer() {
   if (!manager_ || context_ == nullptr) return;
   const Instant next = manager_->next_deadline();

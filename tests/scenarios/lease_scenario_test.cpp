@@ -9,34 +9,21 @@
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/scenarios/scenario.hpp>
 
+#include "scenario_test_support.hpp"
+
 namespace leaseproof::scenarios {
 namespace {
 
 using namespace literals;
 using nlohmann::json;
 
-RunResult run(std::string_view scenario, uint64_t seed, json parameters, Duration duration) {
-  const Scenario* found = find_scenario(scenario);
-  LP_ASSERT(found != nullptr);
-  RunConfig config;
-  config.seed = seed;
-  config.duration = duration;
-  config.parameters = std::move(parameters);
-  const std::string error = found->validate(config);
-  LP_ASSERT_MSG(error.empty(), "{}", error);
-  return found->run(config);
-}
+using test::counter_or_zero;
+using test::run;
 
 std::string first_violation(const RunResult& result) {
   return result.violations.empty() ? std::string{} : result.violations.front();
 }
 
-uint64_t counter_or_zero(const RunResult& result, std::string_view name) {
-  for (const auto& [key, value] : result.counters) {
-    if (key == name) return value;
-  }
-  return 0;
-}
 
 const json kSmallFleet = {{"workers", 4}, {"connections", 40}};
 // Shorter runs in Debug, where the simulation is about ten times slower.
@@ -141,6 +128,15 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);
+  // Streaming in the same swarm: every reset a correct hub can send (a
+  // correct hub never lets a position get ahead of its top: that reset is
+  // covered by the hub's own tests) and every close path.
+  for (const char* mark : {"mark.hub.reset_evicted", "mark.hub.reset_epoch_changed", "mark.hub.reset_over_limit",
+                           "mark.hub.close_pong_timeout", "mark.stream.broken", "mark.client.duplicate_dropped",
+                           "mark.resume.record_ambiguous", "resume.recorded"}) {
+    EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
+  }
+  EXPECT_GT(totals["stream.recorded"], 0u);
 }
 
 TEST(LeaseScenario, BadParametersNameTheField) {

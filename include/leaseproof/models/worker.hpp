@@ -100,6 +100,8 @@ class WorkerProcess final : public sim::Process {
   void apply_stream(const std::string& connection, resume::SessionActions& actions);
   void schedule_streams();
   void on_stream_timer();
+  void expire_leases();
+  lease::Clock clock_of_worker() const { return lease::Clock{context_->wall(), context_->monotonic()}; }
 
   const WorkerEnvironment& environment_;
   sim::NodeContext* context_ = nullptr;

@@ -14,8 +14,8 @@
 //                             the peak of reconnects per second (full jitter,
 //                             or none with {"jitter": false})
 //   stream-empty-reconnect    a subscriber whose channel never had a message
-//                             reconnects after a hub restart: no reset, no
-//                             give-up
+//                             reconnects after a hub restart: at most one
+//                             epoch_changed reset (losing nothing), no give-up
 //
 // The lease-backed lab checks (cuts in the middle of publishing, hub
 // restarts, crashes while recording) are presets of the lease scenario.

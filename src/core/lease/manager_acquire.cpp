@@ -238,6 +238,7 @@ void LeaseManager::start_sweep(Clock now, Actions& out) {
 
 void LeaseManager::query_page(Clock now, Actions& out, const std::optional<dynamo::Item>& start_key) {
   ++sweep_->pages;
+  sweep_->page_start = start_key;
   sweep_->token = send(out, RequestKind::reconcile, "", 0,
                        reconcile_query(config_, sweep_->shard, now.wall.ms(), start_key), now.monotonic);
 }
@@ -246,10 +247,20 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
   if (!sweep_) return;
   const auto* query = reply != nullptr && reply->ok() ? std::get_if<dynamo::QueryResponse>(&reply->value()) : nullptr;
   if (query == nullptr) {
+    // A lost page is asked again at once: giving up the round would leave
+    // expired leases ownerless for a whole extra reconcile interval.
+    if (sweep_->page_failures < kSweepPageRetries) {
+      ++sweep_->page_failures;
+      out.push_back(Mark{"lease.reconcile_page_retried"});
+      const std::optional<dynamo::Item> start = sweep_->page_start;
+      query_page(now, out, start);
+      return;
+    }
     out.push_back(Mark{"lease.reconcile_failed"});
     finish_sweep(now, out);  // try again next round
     return;
   }
+  sweep_->page_failures = 0;
   for (const dynamo::Item& item : query->items.value_or(std::vector<dynamo::Item>{})) {
     std::optional<LeaseView> lease = parse_lease(item);
     if (!lease) continue;

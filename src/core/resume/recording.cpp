@@ -159,4 +159,23 @@ Position checkpoint_of(const dynamo::Item& lease_item) {
   return position;
 }
 
+dynamo::Request last_record_query(const SinkTable& sink, std::string_view connection, uint64_t hub_epoch) {
+  dynamo::QueryRequest query;
+  query.table_name = sink.name;
+  query.key_condition_expression = "pk = :pk";
+  query.expression_attribute_values = {{":pk", dynamo::AttributeValue::string(sink_key(connection, hub_epoch))}};
+  query.projection_expression = "seq";
+  query.scan_index_forward = false;
+  query.limit = 1;
+  query.consistent_read = true;
+  return query;
+}
+
+int64_t last_record_seq(const dynamo::QueryResponse& response) {
+  if (!response.items || response.items->empty()) return 0;
+  const auto seq = response.items->front().find("seq");
+  LP_ASSERT_MSG(seq != response.items->front().end(), "a sink record without seq");
+  return std::stoll(seq->second.text());
+}
+
 }  // namespace leaseproof::resume

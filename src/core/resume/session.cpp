@@ -84,7 +84,7 @@ void StreamSession::translate(ClientActions& actions, Instant now, SessionAction
     if (auto* record = std::get_if<Record>(&action)) {
       if (fenced_) continue;
       // A retried batch carries on where its last attempt stopped.
-      if (!writing_ || writing_->record.batch != record->batch) writing_ = Writing{std::move(*record)};
+      if (!writing_ || writing_->record.batch != record->batch) writing_ = Writing{std::move(*record), 0, false, std::nullopt, 0};
       send_next(now, out);
       continue;
     }
@@ -107,6 +107,20 @@ void StreamSession::send_next(Instant, SessionActions& out) {
     out.push_back(SinkCall{writing.token, "record", std::move(request)});
     return;
   }
+  // Skip what an earlier owner already put; read the sink first in an epoch
+  // not seen yet.
+  while (writing.next_put < record.messages.size()) {
+    const Message& next = record.messages[writing.next_put];
+    const auto floor = sink_floor_.find(next.epoch);
+    if (floor == sink_floor_.end()) {
+      writing.probing = next.epoch;
+      out.push_back(SinkCall{writing.token, "probe", last_record_query(config_.sink, connection_, next.epoch)});
+      return;
+    }
+    if (next.seq > floor->second) break;
+    out.push_back(ClientMark{"resume.put_below_sink_floor"});
+    ++writing.next_put;
+  }
   if (writing.next_put < record.messages.size()) {
     out.push_back(SinkCall{writing.token, "record",
                            record_put(config_.sink, connection_, worker_, lease_epoch_,
@@ -125,6 +139,19 @@ void StreamSession::on_sink_reply(uint64_t token, const dynamo::Result<dynamo::R
   if (fenced_ || !writing_ || writing_->token != token) return;  // answer to a superseded call
   Writing& writing = *writing_;
   writing.token = 0;
+  if (writing.probing) {
+    const auto* query = reply != nullptr && reply->ok() ? std::get_if<dynamo::QueryResponse>(&reply->value()) : nullptr;
+    if (query != nullptr) {
+      sink_floor_[*writing.probing] = last_record_seq(*query);
+      writing.probing.reset();
+      return send_next(now, out);
+    }
+    writing.probing.reset();  // asked again after the backoff
+    out.push_back(ClientMark{"resume.probe_retried"});
+    ClientActions actions;
+    client_.on_record_failed(writing.record.batch, now, actions);
+    return translate(actions, now, out);
+  }
   const bool put_step = config_.mode == RecordMode::put && !writing.checkpointing;
   if (reply != nullptr && reply->ok()) {
     if (!put_step) return finish(now, out);

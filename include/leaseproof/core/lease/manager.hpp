@@ -129,10 +129,13 @@ class LeaseManager {
     int64_t acquire_expires_ms = 0;  // what the acquire writes: tells whether it applied
     bool from_index = false;         // an acquire of a lease the GSI showed free
   };
+  static constexpr uint32_t kSweepPageRetries = 3;  // per page, then the round is given up
   struct Sweep {
     uint32_t shard = 0;
     uint32_t pages = 0;
     uint64_t token = 0;
+    std::optional<dynamo::Item> page_start;  // ExclusiveStartKey of the page in flight
+    uint32_t page_failures = 0;
     std::vector<LeaseView> free;  // candidates to acquire at the end
   };
 

@@ -60,6 +60,15 @@ dynamo::Request checkpoint_position(const lease::LeaseConfig& lease, std::string
                                     std::string_view worker, int64_t lease_epoch, Position previous,
                                     Position through);
 
+// Put mode: the highest seq recorded in the sink for (connection, hub
+// epoch), read before recording in that epoch: a previous owner's puts may
+// be ahead of its checkpoint (the checkpoint write was lost), and the sink,
+// not the checkpoint, is the truth. A strongly consistent Query, newest
+// first, one item.
+dynamo::Request last_record_query(const SinkTable& sink, std::string_view connection, uint64_t hub_epoch);
+// The seq of last_record_query's answer (0 when the epoch has no record).
+int64_t last_record_seq(const dynamo::QueryResponse& response);
+
 // The checkpoint as read from a lease item (Position{} if never recorded).
 Position checkpoint_of(const dynamo::Item& lease_item);
 

@@ -7,13 +7,16 @@
 //
 // Recording (recording.hpp): one batch in flight; transact mode sends one
 // TransactWriteItems per batch, put mode one conditional put per message and
-// then the fenced checkpoint. A refused write that still shows the lease as
+// then the fenced checkpoint. Put mode first reads the sink's last record of
+// each hub epoch it records in: an earlier owner's puts may have got ahead of
+// its checkpoint, and recording below them would break the order. A refused write that still shows the lease as
 // ours with a checkpoint at or past the batch counts as recorded (an earlier
 // attempt applied and its reply was lost); any other refusal means the lease
 // is gone, and the session stops recording (the lease manager closes it when
 // its renew fails or its deadline passes).
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -37,7 +40,7 @@ struct SessionConfig {
 // on_sink_reply(token, ...).
 struct SinkCall {
   uint64_t token = 0;
-  const char* kind = "";  // "record" (transaction or put) or "checkpoint"
+  const char* kind = "";  // "record" (transaction or put), "checkpoint", or "probe" (put mode's read of the sink)
   dynamo::Request request;
 };
 // A batch is durably recorded: messages (previous, through] of this session.
@@ -76,6 +79,7 @@ class StreamSession {
     Record record;
     size_t next_put = 0;      // put mode: messages[next_put] is the next to put
     bool checkpointing = false;
+    std::optional<uint64_t> probing;  // put mode: the epoch whose last record is being read
     uint64_t token = 0;       // the call in flight (0: none)
   };
 
@@ -96,6 +100,9 @@ class StreamSession {
   std::optional<Writing> writing_;
   uint64_t next_token_ = 1;
   bool fenced_ = false;
+  // Put mode: per hub epoch, the highest seq the sink held when first read;
+  // puts at or below it are skipped (already recorded by an earlier owner).
+  std::map<uint64_t, int64_t> sink_floor_;
 };
 
 }  // namespace leaseproof::resume

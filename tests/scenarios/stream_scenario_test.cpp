@@ -1,0 +1,195 @@
+// Streaming end to end: the article's four lab checks as named tests, the
+// lease-backed stream scenarios (hub restarts, crashes while recording, cuts
+// while publishing), the reconnect wave side by side, and deliberately broken
+// variants that the exactly-once checker must catch. Every test also shows
+// that its fault happened (counters), so a pass is never a pass by default.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <fmt/format.h>
+
+#include <leaseproof/base/assert.hpp>
+#include <leaseproof/scenarios/scenario.hpp>
+
+#include "scenario_test_support.hpp"
+
+namespace leaseproof::scenarios {
+namespace {
+
+using nlohmann::json;
+
+using test::run;
+
+uint64_t count(const RunResult& result, std::string_view name) { return test::counter_or_zero(result, name); }
+
+std::string violations(const RunResult& result) {
+  std::string text;
+  for (const std::string& v : result.violations) text += v + "\n";
+  return text;
+}
+
+// ---- the article's lab -------------------------------------------------------
+
+TEST(StreamLab, SixtyFourMegabytesToANonReadingSubscriberStayBoundedAndClose1013) {
+  const RunResult result = run("stream-slow-subscriber", 1);
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "hub.publish"), 1024u);  // 64 MB in 64 KiB messages
+  EXPECT_GE(count(result, "mark.hub.close_queue_full"), 1u);
+  EXPECT_GT(count(result, "stream.queue_peak_bytes"), 512u << 10);  // it did fill up...
+  EXPECT_LE(count(result, "stream.queue_peak_bytes"), 1u << 20);    // ...to its bound, never past it
+}
+
+TEST(StreamLab, AConnectionHeldSixSecondsBehindARelayWithA2500MsIdleLimitSurvives) {
+  const RunResult result = run("stream-relay-idle", 1);
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "relay.idle_cut"), 0u);
+  EXPECT_EQ(count(result, "upstream.open"), 1u);
+  // The same connection with pings rarer than the idle limit is cut: the
+  // check can fail.
+  const RunResult rare = run("stream-relay-idle", 1, {{"ping_interval", "3s"}, {"pong_timeout", "4s"}});
+  EXPECT_FALSE(rare.passed());
+  EXPECT_GE(count(rare, "relay.idle_cut"), 1u);
+}
+
+TEST(StreamLab, ASubscriberThatNeverAnswersPingsIsClearedWithinSixSeconds) {
+  const RunResult result = run("stream-silent-subscriber", 1);
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "mark.hub.close_pong_timeout"), 1u);
+  EXPECT_NE(result.summary.find("silent subscriber cut 6"), std::string::npos) << result.summary;
+}
+
+TEST(StreamLab, CutTwiceWhilePublishingEveryMessageIsRecordedExactlyOnce) {
+  const RunResult result = run("stream-cuts", 1);
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_GE(count(result, "mark.stream.broken"), 2u);  // both cuts broke the stream
+  EXPECT_GE(count(result, "upstream.open"), 3u);       // and it came back twice
+  EXPECT_GT(count(result, "stream.published"), 1000u);
+  EXPECT_EQ(count(result, "stream.recorded"), count(result, "stream.published"));
+  EXPECT_EQ(count(result, "stream.declared_lost"), 0u);
+}
+
+// ---- hub faults, crashes, races ---------------------------------------------------
+
+TEST(StreamScenario, AHubRestartWithoutItsRingStartsANewEpochAndSaysSo) {
+  const RunResult lost = run("stream-hub-restart", 1, json::object(), Duration::from_min(6));
+  EXPECT_TRUE(lost.passed()) << violations(lost);
+  EXPECT_EQ(count(lost, "hub.epoch"), 3u);
+  EXPECT_GT(count(lost, "stream.reset.epoch_changed"), 0u);
+  const RunResult kept = run("stream-hub-restart-kept", 1, json::object(), Duration::from_min(6));
+  EXPECT_TRUE(kept.passed()) << violations(kept);
+  EXPECT_EQ(count(kept, "hub.epoch"), 3u);
+  EXPECT_EQ(count(kept, "stream.reset.epoch_changed"), 0u);  // same epoch: resumed where they were
+  EXPECT_EQ(count(kept, "stream.declared_lost"), 0u);
+  EXPECT_EQ(count(kept, "stream.recorded"), count(kept, "stream.published"));
+}
+
+TEST(StreamScenario, WorkersCrashingWithARecordWriteInFlightLoseAndDuplicateNothing) {
+  const RunResult result = run("stream-crash-recording", 1, json::object(), Duration::from_min(6));
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_GT(count(result, "lease.open"), 20u);  // the crashed workers' connections were taken over
+  EXPECT_EQ(count(result, "stream.declared_lost"), 0u);
+  EXPECT_EQ(count(result, "stream.recorded"), count(result, "stream.published"));
+}
+
+TEST(StreamScenario, AReplayRacingNewPublishesStaysInOrder) {
+  // 100 messages a second on one connection, cut twice: each resume replays
+  // while the hub keeps publishing.
+  const RunResult result = run("stream-cuts", 2, {{"stream", {{"publish_interval", "10ms"}}}});
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_GE(count(result, "mark.stream.broken"), 2u);
+  EXPECT_GT(count(result, "stream.published"), 10'000u);
+  EXPECT_EQ(count(result, "stream.recorded"), count(result, "stream.published"));
+}
+
+TEST(StreamScenario, ASubscriberOfAnEmptyChannelReconnectsAfterAHubRestart) {
+  const RunResult result = run("stream-empty-reconnect", 1);
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "hub.epoch"), 2u);
+  EXPECT_EQ(count(result, "upstream.open"), 2u);
+  EXPECT_EQ(count(result, "mark.client.reset_epoch_changed"), 1u);  // the new epoch, nothing lost
+  EXPECT_EQ(count(result, "resume.give_up"), 0u);
+}
+
+TEST(StreamScenario, PutModeRecordsExactlyOnceToo) {
+  const RunResult result =
+      run("stream-crash-recording", 3, {{"stream", {{"record_mode", "put"}}}}, Duration::from_min(6));
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "stream.recorded"), count(result, "stream.published"));
+}
+
+// ---- the reconnect wave ------------------------------------------------------
+
+TEST(StreamScenario, FullJitterSpreadsTheReconnectWaveAfterAMassClose) {
+  const RunResult jitter = run("stream-wave", 1);
+  const RunResult none = run("stream-wave", 1, {{"jitter", false}});
+  EXPECT_TRUE(jitter.passed()) << violations(jitter);
+  EXPECT_TRUE(none.passed()) << violations(none);
+  const uint64_t spread = count(jitter, "wave.peak_per_second");
+  const uint64_t herd = count(none, "wave.peak_per_second");
+  std::printf("reconnect wave after a mass close of 1000 subscribers (1012, base 10 s): peak reconnects per second\n"
+              "  full jitter: %llu\n  no jitter:   %llu\n",
+              static_cast<unsigned long long>(spread), static_cast<unsigned long long>(herd));
+  EXPECT_EQ(herd, 1000u);  // everyone at the same instant
+  EXPECT_LT(spread * 4, herd);
+}
+
+// ---- broken variants are caught -------------------------------------------------
+
+// The recorder stalls (the worker is cut from DynamoDB for 10 s) while the
+// stream goes on; then the stream is cut. A client that resumes after the
+// last message it received, not the last it recorded, loses what it held.
+const json kStalledRecorder = {
+    {"workers", 1},
+    {"connections", 1},
+    {"partitions", json::array({{{"worker", 0}, {"at", "2m"}, {"length", "10s"}}})},
+    {"stream", {{"cuts", json::array({{{"at", "2m5s"}, {"length", "1s"}}})}}}};
+
+// Runs the same seed correct (it must pass) and with stream.<flag> on (the
+// checker must report a hole); returns the correct run for its counters.
+RunResult expect_broken_variant_caught(std::string_view scenario, const json& parameters, Duration duration,
+                                       const char* flag) {
+  RunResult correct = run(scenario, 3, parameters, duration);
+  EXPECT_TRUE(correct.passed()) << violations(correct);
+  json broken = parameters;
+  broken["stream"][flag] = true;
+  const RunResult caught = run(scenario, 3, broken, duration);
+  EXPECT_FALSE(caught.passed()) << flag << " was not caught";
+  EXPECT_NE(violations(caught).find("never recorded and no reset declared them lost"), std::string::npos)
+      << violations(caught);
+  return correct;
+}
+
+TEST(StreamBroken, AClientReportingTheLastReceivedSequenceIsCaught) {
+  const RunResult correct =
+      expect_broken_variant_caught("lease-steady", kStalledRecorder, Duration::from_min(5), "broken_client");
+  EXPECT_EQ(count(correct, "mark.stream.broken"), 1u);
+  EXPECT_GT(count(correct, "mark.resume.record_ambiguous"), 0u);  // the recorder did stall
+}
+
+TEST(StreamBroken, AHubThatSkipsEvictedMessagesWithoutAResetIsCaught) {
+  // Rings of 10 messages: every crash recovery outlasts the ring.
+  const json parameters = {{"workers", 2}, {"connections", 4}, {"stream", {{"ring_messages", 10}, {"replay_messages", 10}}}};
+  const RunResult correct = expect_broken_variant_caught("lease-crash", parameters, Duration::from_min(10), "broken_hub");
+  EXPECT_GT(count(correct, "stream.reset.evicted"), 0u);
+}
+
+TEST(StreamScenario, BadStreamParametersNameTheField) {
+  const Scenario* scenario = find_scenario("stream-steady");
+  RunConfig config;
+  config.parameters = {{"stream", {{"ping_intervall", "1s"}}}};
+  EXPECT_NE(scenario->validate(config).find("stream.ping_intervall: unknown field"), std::string::npos);
+  config.parameters = {{"stream", {{"write_deadline", "1s"}}}};
+  EXPECT_NE(scenario->validate(config).find("write_deadline"), std::string::npos) << scenario->validate(config);
+  config.parameters = {{"stream", {{"record_mode", "batch"}}}};
+  EXPECT_NE(scenario->validate(config).find("stream.record_mode"), std::string::npos);
+  config.parameters = {{"stream", {{"cuts", json::array({{{"at", "1m"}}})}}}};
+  EXPECT_NE(scenario->validate(config).find("cuts[0]"), std::string::npos) << scenario->validate(config);
+  const Scenario* lab = find_scenario("stream-wave");
+  config.parameters = {{"subscribers", 0}};
+  EXPECT_NE(lab->validate(config).find("subscribers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace leaseproof::scenarios
