@@ -243,7 +243,9 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
   });
   streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
       [&world](NodeId node) { return std::string{world.node_name(node)}; },
-      s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(100));
+      // A pong sent just before the death still arrives, up to one network
+      // delay later (latency, slow tail, a TCP retransmission): 500 ms.
+      s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(500));
   world.trace().add_observer([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
     checker->dead_peers->observe(e);

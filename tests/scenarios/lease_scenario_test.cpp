@@ -107,10 +107,14 @@ TEST(LeaseScenario, SeedAlgorithmBreaksWithA25SecondPause) {
 // both expiry modes; every run passes, and over the swarm every rare path of
 // the core was taken (a swarm that passes because nothing happened fails).
 TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
+  // Debug runs a handful of seeds (about ten times slower): they must pass,
+  // but are too few to hit every rare path, so coverage is judged in Release.
 #ifdef NDEBUG
   constexpr uint64_t kSeeds = 50;
+  constexpr bool kJudgeCoverage = true;
 #else
   constexpr uint64_t kSeeds = 3;
+  constexpr bool kJudgeCoverage = false;
 #endif
   std::map<std::string, uint64_t> totals;
   for (const char* expiry : {"wall", "counter"}) {
@@ -120,6 +124,7 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
       for (const auto& [name, value] : result.counters) totals[name] += value;
     }
   }
+  if (!kJudgeCoverage) return;
   for (const char* mark : {"mark.lease.ambiguous_acquire", "mark.lease.ambiguous_acquire_was_ours",
                            "mark.lease.renew_timeout_reread", "mark.lease.renew_confirmed_by_read",
                            "mark.lease.deadline_stop", "mark.lease.drain", "mark.lease.takeover_expired",
