@@ -6,3 +6,8 @@ leaseproof_test(core_resume_client_tests
     resume_recording_test.cpp
   DEPENDS leaseproof::resume leaseproof::models
   LABELS unit)
+
+leaseproof_test(core_resume_session_tests
+  SOURCES resume_session_test.cpp
+  DEPENDS leaseproof::resume leaseproof::models
+  LABELS unit)
