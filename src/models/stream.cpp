@@ -316,8 +316,8 @@ void SubscriberPool::apply(uint32_t index, resume::ClientActions& actions) {
       context.note("resume.reset", fmt::format("{}{} {} {} {} {} {}", options_.channel_prefix, index,
                                                resume::to_string(r.kind), r.after.epoch, r.after.seq, r.resume.epoch,
                                                r.resume.seq));
-    } else if (std::holds_alternative<resume::GiveUp>(action)) {
-      context.note("resume.give_up", fmt::format("{}{}", options_.channel_prefix, index));
+    } else if (auto* give_up = std::get_if<resume::GiveUp>(&action)) {
+      context.note("resume.give_up", fmt::format("{}{}", options_.channel_prefix, index), give_up->code);
     } else if (auto* mark = std::get_if<resume::ClientMark>(&action)) {
       context.note("mark", mark->name);
     }
