@@ -238,7 +238,7 @@ void RelayProcess::sweep() {
 
 void SubscriberPool::on_start(sim::NodeContext& context) {
   context_ = &context;
-  random_ = std::make_unique<Random>(context);
+  random_ = std::make_unique<NodeRandom>(context);
   clients_.resize(options_.count);
   for (uint32_t i = 0; i < options_.count; ++i) {
     clients_[i].client = std::make_unique<resume::ResumeClient>(

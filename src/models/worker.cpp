@@ -26,7 +26,7 @@ void WorkerProcess::on_start(sim::NodeContext& context) {
   context_ = &context;
   // A restarted task is a new worker: it must not inherit the old one's leases.
   worker_id_ = fmt::format("{}#{}", context.name(), context.incarnation().value);
-  random_ = std::make_unique<Random>(context);
+  random_ = std::make_unique<NodeRandom>(context);
   faults_ = std::make_unique<Faults>(context, environment_);
   manager_.emplace(environment_.config, worker_id_, *random_, *faults_);
   run([&](lease::Actions& out) { manager_->start(clock_of(context), out); });

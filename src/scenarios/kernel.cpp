@@ -264,9 +264,7 @@ constexpr Duration kLivenessPhaseMin = Duration::from_s(10);
 RunResult run_kernel(const KernelOptions& options, const RunConfig& config) {
   LP_ASSERT_EQ(options.clocks.size(), options.servers + options.clients);
   sim::World world{config.seed};
-  world.trace().set_jsonl_output(config.trace_jsonl);
-  world.trace().keep_digests(config.keep_digests);
-  world.trace().keep_lines(config.keep_lines);
+  configure_trace(world, config);
   properties::SimInvariants invariants;
   world.trace().add_observer([&invariants](const sim::TraceEvent& e) { invariants.observe(e); });
   std::map<std::string, uint64_t, std::less<>> drops;

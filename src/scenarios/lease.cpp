@@ -292,9 +292,7 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
 RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config) {
   LP_ASSERT_MSG(options.validate().empty(), "{}", options.validate());
   sim::World world{config.seed};
-  world.trace().set_jsonl_output(config.trace_jsonl);
-  world.trace().keep_digests(config.keep_digests);
-  world.trace().keep_lines(config.keep_lines);
+  configure_trace(world, config);
   properties::SimInvariants invariants;
   world.trace().add_observer([&invariants](const sim::TraceEvent& e) { invariants.observe(e); });
   const std::map<GapCause, RecoveryBound> bounds = recovery_bounds(options);

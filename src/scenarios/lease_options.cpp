@@ -2,6 +2,8 @@
 // the named presets.
 #include <leaseproof/scenarios/lease.hpp>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <leaseproof/sim/prng.hpp>
@@ -222,6 +224,19 @@ constexpr const char* kStreamFields[] = {
     "queue_bytes", "ping_interval", "pong_timeout", "write_deadline", "reconnect_base", "reconnect_cap", "jitter",
     "record_batch", "hub_silence_timeout", "broken_client", "broken_hub", "crash_while_recording"};
 
+// "" when every key of `json` is one of `fields`; else names the first other
+// one (after `prefix`) and lists what is allowed.
+template <size_t N>
+std::string unknown_field(const nlohmann::json& json, const char* const (&fields)[N], std::string_view prefix) {
+  for (const auto& [key, value] : json.items()) {
+    if (std::find(std::begin(fields), std::end(fields), key) != std::end(fields)) continue;
+    std::string allowed;
+    for (const char* field : fields) allowed += (allowed.empty() ? "" : ", ") + std::string{field};
+    return fmt::format("{}{}: unknown field; allowed: {}", prefix, key, allowed);
+  }
+  return {};
+}
+
 bool durations(Reader& r, const char* key, std::vector<Duration>& out) {
   if (!r.has(key)) return true;
   const auto& list = r.json[key];
@@ -274,15 +289,7 @@ bool timed_faults(Reader& r, const char* key, std::vector<TimedFault>& out) {
 
 std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s) {
   if (!json.is_object()) return "stream: expected a JSON object";
-  for (const auto& [key, value] : json.items()) {
-    bool known = false;
-    for (const char* field : kStreamFields) known = known || key == field;
-    if (!known) {
-      std::string allowed;
-      for (const char* field : kStreamFields) allowed += (allowed.empty() ? "" : ", ") + std::string{field};
-      return fmt::format("stream.{}: unknown field; allowed: {}", key, allowed);
-    }
-  }
+  if (std::string error = unknown_field(json, kStreamFields, "stream."); !error.empty()) return error;
   Reader r{json, {}};
   s.enabled = true;
   if (r.has("record_mode")) {
@@ -320,15 +327,7 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
 
 std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options) {
   if (!parameters.is_object()) return "parameters: expected a JSON object";
-  for (const auto& [key, value] : parameters.items()) {
-    bool known = false;
-    for (const char* field : kKnownFields) known = known || key == field;
-    if (!known) {
-      std::string allowed;
-      for (const char* field : kKnownFields) allowed += (allowed.empty() ? "" : ", ") + std::string{field};
-      return fmt::format("{}: unknown field; allowed: {}", key, allowed);
-    }
-  }
+  if (std::string error = unknown_field(parameters, kKnownFields, ""); !error.empty()) return error;
   Reader r{parameters, {}};
   if (r.has("algorithm")) {
     const auto& v = parameters["algorithm"];

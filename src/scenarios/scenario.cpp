@@ -61,6 +61,12 @@ Scenario lab_scenario(std::string_view name, std::string_view summary, Duration 
 
 }  // namespace
 
+void configure_trace(sim::World& world, const RunConfig& config) {
+  world.trace().set_jsonl_output(config.trace_jsonl);
+  world.trace().keep_digests(config.keep_digests);
+  world.trace().keep_lines(config.keep_lines);
+}
+
 RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options) {
   RunResult result;
   result.seed = config.seed;

@@ -189,9 +189,7 @@ RunResult run_stream_lab(std::string_view name, const RunConfig& config) {
   LP_ASSERT_MSG(error.empty(), "unchecked parameters: {}", error);
   const Duration duration = config.duration.value_or(o.duration);
   sim::World world{config.seed};
-  world.trace().set_jsonl_output(config.trace_jsonl);
-  world.trace().keep_digests(config.keep_digests);
-  world.trace().keep_lines(config.keep_lines);
+  configure_trace(world, config);
   properties::SimInvariants invariants;
   LabObserver seen;
   world.trace().add_observer([&](const sim::TraceEvent& e) {

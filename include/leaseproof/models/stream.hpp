@@ -26,6 +26,16 @@
 
 namespace leaseproof::models {
 
+// The randomness core/ asks for (jitter), drawn from the node's generator.
+class NodeRandom final : public RandomSource {
+ public:
+  explicit NodeRandom(sim::NodeContext& context) : context_(context) {}
+  uint64_t below(uint64_t bound) override { return context_.prng().below(bound); }
+
+ private:
+  sim::NodeContext& context_;
+};
+
 namespace ws {
 
 using ConnectionId = uint64_t;
@@ -180,14 +190,6 @@ class SubscriberPool final : public sim::Process {
   resume::Position cursor(uint32_t index) const { return clients_.at(index).client->cursor(); }
 
  private:
-  class Random final : public RandomSource {
-   public:
-    explicit Random(sim::NodeContext& context) : context_(context) {}
-    uint64_t below(uint64_t bound) override { return context_.prng().below(bound); }
-
-   private:
-    sim::NodeContext& context_;
-  };
   struct Slot {
     std::unique_ptr<resume::ResumeClient> client;
     ws::ConnectionId connection = 0;
@@ -201,7 +203,7 @@ class SubscriberPool final : public sim::Process {
 
   SubscriberPoolOptions options_;
   sim::NodeContext* context_ = nullptr;
-  std::unique_ptr<Random> random_;
+  std::unique_ptr<NodeRandom> random_;
   std::vector<Slot> clients_;
   std::map<ws::ConnectionId, uint32_t> by_connection_;
   uint32_t next_connection_ = 1;

@@ -59,14 +59,6 @@ class WorkerProcess final : public sim::Process {
   const std::string& worker_id() const { return worker_id_; }
 
  private:
-  class Random final : public RandomSource {
-   public:
-    explicit Random(sim::NodeContext& context) : context_(context) {}
-    uint64_t below(uint64_t bound) override { return context_.prng().below(bound); }
-
-   private:
-    sim::NodeContext& context_;
-  };
   class Faults final : public FaultHook {
    public:
     Faults(sim::NodeContext& context, const WorkerEnvironment& environment)
@@ -105,7 +97,7 @@ class WorkerProcess final : public sim::Process {
 
   const WorkerEnvironment& environment_;
   sim::NodeContext* context_ = nullptr;
-  std::unique_ptr<Random> random_;
+  std::unique_ptr<NodeRandom> random_;
   std::unique_ptr<Faults> faults_;
   std::optional<lease::LeaseManager> manager_;
   std::string worker_id_;

@@ -65,6 +65,9 @@ struct Scenario {
   std::function<std::string(const RunConfig&)> validate;
 };
 
+// Applies the config's trace options (JSON lines, digests, lines) to a new world.
+void configure_trace(sim::World& world, const RunConfig& config);
+
 // The parts of a result every scenario fills the same way: seed, duration,
 // option text (with the world's fault sites), trace figures, digests and lines.
 RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options);
