@@ -215,6 +215,17 @@ Result<dynamo::Response> DynamoStore::State::create_table(const dynamo::CreateTa
     if (definition.key_schema.size() == 2) index.range = key_attribute(request, definition.key_schema[1].attribute_name);
     for (uint32_t i = 0; i < options.partitions_per_table; ++i) index.partitions.push_back(partition_throughput(options, now));
     if (definition.provisioned_throughput) index.provisioned = provisioned_throughput(*definition.provisioned_throughput, now);
+    if (definition.projection.projection_type != dynamo::ProjectionType::all) {
+      index.projected = {table.hash.name, index.hash.name};
+      if (table.range) index.projected.push_back(table.range->name);
+      if (index.range) index.projected.push_back(index.range->name);
+      if (definition.projection.projection_type == dynamo::ProjectionType::include) {
+        const auto& included = definition.projection.non_key_attributes;
+        index.projected.insert(index.projected.end(), included.begin(), included.end());
+      }
+      std::sort(index.projected.begin(), index.projected.end());
+      index.projected.erase(std::unique(index.projected.begin(), index.projected.end()), index.projected.end());
+    }
     table.indexes.push_back(std::move(index));
   }
   dynamo::CreateTableResponse response{table.description};

@@ -52,17 +52,10 @@ bool ttl_expired(int64_t expiry_s, Instant now) {
 std::optional<Item> DynamoStore::State::index_entry(const TableState& table, const IndexState& index,
                                                     const Item& item) const {
   // Sparse: only items carrying every index key attribute appear.
-  if (!item.contains(index.hash.name)) return std::nullopt;
-  if (index.range && !item.contains(index.range->name)) return std::nullopt;
-  const dynamo::Projection& projection = index.definition.projection;
-  if (projection.projection_type == dynamo::ProjectionType::all) return item;
-  std::vector<std::string> names{table.hash.name, index.hash.name};
-  if (table.range) names.push_back(table.range->name);
-  if (index.range) names.push_back(index.range->name);
-  if (projection.projection_type == dynamo::ProjectionType::include) {
-    names.insert(names.end(), projection.non_key_attributes.begin(), projection.non_key_attributes.end());
-  }
-  return store_detail::pick(item, names);
+  if (!store_detail::indexed(index, item)) return std::nullopt;
+  if (index.projected.empty()) return item;  // ALL
+  (void)table;
+  return store_detail::pick(item, index.projected);
 }
 
 // Replaces the item's version, keeping the previous one for stale reads, and
@@ -86,9 +79,11 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   if (!record.current) tombstones.push_back(store_detail::Tombstone{now, table.name, key});
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     IndexState& index = table.indexes[i];
-    auto old_entry = old_item ? index_entry(table, index, *old_item) : std::nullopt;
+    if (store_detail::same_index_entry(index, old_item ? &*old_item : nullptr,
+                                       record.current ? &*record.current : nullptr)) {
+      continue;
+    }
     auto new_entry = record.current ? index_entry(table, index, *record.current) : std::nullopt;
-    if (old_entry == new_entry) continue;
     auto& [last_due, pending_count] = index.pending[key];
     Instant due = now + options.gsi_lag.sample(prng);
     if (pending_count > 0) due = std::max(due, last_due);

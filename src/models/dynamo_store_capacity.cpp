@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t scale = 1'000'000'000;  // unit-nanoseconds per unit
 
-std::size_t size_of(const std::optional<Item>& item) { return item ? dynamo::item_size_bytes(*item) : 0; }
+std::size_t size_of(const Item* item) { return item != nullptr ? dynamo::item_size_bytes(*item) : 0; }
 
 DynamoError throughput_exceeded(std::string message) {
   return DynamoError{std::string(dynamo::error_type::provisioned_throughput_exceeded), std::move(message),
@@ -84,32 +84,32 @@ using store_detail::WriteCost;
 // of the entry's size; a changed index key is two (delete + put); an entry
 // that is unchanged (e.g. a non-projected attribute changed) costs nothing
 // (assumed: the guide only lists the cases that do write).
-WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey& key,
-                                         const std::optional<Item>& old_item, const std::optional<Item>& new_item,
-                                         int64_t multiplier) const {
+WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey& key, const Item* old_item,
+                                         const Item* new_item, int64_t multiplier) const {
   WriteCost cost;
   cost.partition = store_detail::partition_of(key.hash, options.partitions_per_table);
   const std::size_t bytes = std::max(store_detail::size_of(old_item), store_detail::size_of(new_item));
   cost.base_units = dynamo::write_capacity_units(bytes) * multiplier;
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     const IndexState& index = table.indexes[i];
-    const auto old_entry = old_item ? index_entry(table, index, *old_item) : std::nullopt;
-    const auto new_entry = new_item ? index_entry(table, index, *new_item) : std::nullopt;
-    if (old_entry == new_entry) continue;
+    if (store_detail::same_index_entry(index, old_item, new_item)) continue;
+    // Entries are not built: their keys and sizes are read from the items.
+    const Item* old_entry = old_item != nullptr && store_detail::indexed(index, *old_item) ? old_item : nullptr;
+    const Item* new_entry = new_item != nullptr && store_detail::indexed(index, *new_item) ? new_item : nullptr;
     IndexWriteCost index_cost{i, {}};
     auto add_write = [&](const Item& entry) {
       const uint32_t partition =
           store_detail::partition_of(entry.at(index.hash.name), options.partitions_per_table);
       index_cost.writes.emplace_back(
-          partition, dynamo::write_capacity_units(dynamo::item_size_bytes(entry)) * multiplier);
+          partition, dynamo::write_capacity_units(store_detail::index_entry_bytes(index, entry)) * multiplier);
     };
     const bool key_changed =
-        old_entry && new_entry &&
+        old_entry != nullptr && new_entry != nullptr &&
         (store_detail::compare_keys(old_entry->at(index.hash.name), new_entry->at(index.hash.name)) != 0 ||
          (index.range &&
           store_detail::compare_keys(old_entry->at(index.range->name), new_entry->at(index.range->name)) != 0));
-    if (!new_entry || key_changed) add_write(*old_entry);
-    if (new_entry) add_write(*new_entry);
+    if (new_entry == nullptr || key_changed) add_write(*old_entry);
+    if (new_entry != nullptr) add_write(*new_entry);
     cost.indexes.push_back(std::move(index_cost));
   }
   return cost;
@@ -118,8 +118,8 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
 // A failed condition still consumes write capacity, sized by the existing item
 // (1 WCU when there is none), and writes no index (per the developer guide,
 // "Condition expressions" / "Conditional writes").
-WriteCost DynamoStore::State::failed_write_cost(const TableState&, const TableKey& key,
-                                                const std::optional<Item>& old_item, int64_t multiplier) const {
+WriteCost DynamoStore::State::failed_write_cost(const TableState&, const TableKey& key, const Item* old_item,
+                                                int64_t multiplier) const {
   WriteCost cost;
   cost.partition = store_detail::partition_of(key.hash, options.partitions_per_table);
   cost.base_units = dynamo::write_capacity_units(store_detail::size_of(old_item)) * multiplier;

@@ -131,6 +131,9 @@ struct IndexState {
   std::map<TableKey, std::pair<Instant, int64_t>, TableKeyLess> pending;
   std::vector<Throughput> partitions;
   std::optional<Throughput> provisioned;
+  // KEYS_ONLY and INCLUDE: the attributes an entry keeps (table key, index
+  // key, included attributes), sorted and unique; empty for ALL.
+  std::vector<std::string> projected;
 };
 
 struct TableState {
@@ -196,6 +199,14 @@ uint32_t partition_of(const AttributeValue& hash_value, uint32_t partitions);
 DynamoError resource_not_found();
 // Attributes of `item` named by `names` (absent ones skipped).
 Item pick(const Item& item, const std::vector<std::string>& names);
+// Whether an item appears in the index (GSIs are sparse: it needs every index
+// key attribute).
+bool indexed(const IndexState& index, const Item& item);
+// Whether the index entries of two versions of an item (nullptr: absent) are
+// equal, without building them.
+bool same_index_entry(const IndexState& index, const Item* a, const Item* b);
+// Size of an indexed item's entry, without building it.
+std::size_t index_entry_bytes(const IndexState& index, const Item& item);
 // ConsumedCapacity of a read charged to the table or to one index.
 std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapacity mode, const std::string& table,
                                                       const IndexState* index, int64_t half_units);
@@ -204,7 +215,7 @@ std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapa
 Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan& plan);
 // The item an update produces from the old one (or from the key alone when
 // there is none), numbers canonical, index keys checked.
-Result<Item> updated_item(const TableState& table, const Item& key_item, const std::optional<Item>& old_item,
+Result<Item> updated_item(const TableState& table, const Item& key_item, const Item* old_item,
                           const std::optional<dynamo::UpdatePlan>& plan);
 // "ExpressionAttributeNames/Values can only be specified when using
 // expressions" (DynamoDB checks this before parsing any expression).
@@ -243,6 +254,9 @@ struct DynamoStore::State {
   std::deque<std::pair<Instant, std::string>> token_expiry;
   uint64_t next_sequence = 0;
   Instant latest_now = Instant::zero();
+  // Parsed expressions reused across requests (pure memory: answers are the
+  // same with or without it).
+  dynamo::ExpressionCache expression_cache;
 
   // Operations (one file each).
   Result<dynamo::Response> create_table(const dynamo::CreateTableRequest& request, Instant now);
@@ -267,9 +281,10 @@ struct DynamoStore::State {
   bool draw_stale_replica(bool consistent_read);
 
   // Capacity (dynamo_store_capacity.cpp).
-  WriteCost write_cost(const TableState& table, const TableKey& key, const std::optional<Item>& old_item,
-                       const std::optional<Item>& new_item, int64_t multiplier) const;
-  WriteCost failed_write_cost(const TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+  // Items by pointer (nullptr: absent); they must stay valid for the call only.
+  WriteCost write_cost(const TableState& table, const TableKey& key, const Item* old_item, const Item* new_item,
+                       int64_t multiplier) const;
+  WriteCost failed_write_cost(const TableState& table, const TableKey& key, const Item* old_item,
                               int64_t multiplier) const;
   std::optional<DynamoError> check_write_capacity(TableState& table, const WriteCost& cost, Instant now);
   void charge_write(TableState& table, const WriteCost& cost);
@@ -279,11 +294,13 @@ struct DynamoStore::State {
   // A condition that fails consumes write capacity (unless throttled) and
   // answers ConditionalCheckFailedException; ok when there is no condition or
   // it holds.
-  Result<void> check_condition(TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+  Result<void> check_condition(TableState& table, const TableKey& key, const Item* old_item,
                                const std::optional<dynamo::Condition>& condition,
                                dynamo::ReturnValuesOnConditionCheckFailure on_failure, Instant now);
   // Capacity check, charge and commit of one unconditional write.
-  Result<WriteCost> commit_single(TableState& table, const TableKey& key, const std::optional<Item>& old_item,
+  // `old_item` is the latest version (nullptr: none); it is replaced by the
+  // commit, so the caller must not use it afterwards.
+  Result<WriteCost> commit_single(TableState& table, const TableKey& key, const Item* old_item,
                                   std::optional<Item> new_item, Instant now);
   std::optional<dynamo::ConsumedCapacity> write_consumed(dynamo::ReturnConsumedCapacity mode, const TableState& table,
                                                          const WriteCost& cost) const;

@@ -53,8 +53,10 @@ Result<void> check_put_or_delete(const dynamo::ConditionalWrite& write) {
 
 // Parses the optional condition of a single-item write in its own context, so
 // the unused-placeholder check sees the whole request.
-Result<std::optional<Condition>> parse_write_condition(const dynamo::ConditionalWrite& write) {
-  ExpressionContext context(write.expression_attribute_names, write.expression_attribute_values);
+Result<std::optional<Condition>> parse_write_condition(const dynamo::ConditionalWrite& write,
+                                                       dynamo::ExpressionCache& cache) {
+  auto context =
+      ExpressionContext::borrowing(write.expression_attribute_names, write.expression_attribute_values, &cache);
   LP_STORE_TRY_VOID(context.check_keys());
   std::optional<Condition> condition;
   if (write.condition_expression) {
@@ -73,12 +75,11 @@ std::optional<Item> copy_of(const Item* item) {
 }  // namespace
 
 Result<void> DynamoStore::State::check_condition(TableState& table, const TableKey& key,
-                                                 const std::optional<Item>& old_item,
-                                                 const std::optional<Condition>& condition,
+                                                 const Item* old_item, const std::optional<Condition>& condition,
                                                  dynamo::ReturnValuesOnConditionCheckFailure on_failure, Instant now) {
   if (!condition) return {};
   static const Item no_item;
-  if (dynamo::evaluate(*condition, old_item ? *old_item : no_item)) return {};
+  if (dynamo::evaluate(*condition, old_item != nullptr ? *old_item : no_item)) return {};
   const WriteCost cost = failed_write_cost(table, key, old_item, 1);
   if (auto throttled = check_write_capacity(table, cost, now)) {
     ++account(table.name).throttled_requests;
@@ -87,20 +88,20 @@ Result<void> DynamoStore::State::check_condition(TableState& table, const TableK
   charge_write(table, cost);
   ++account(table.name).conditional_check_failures;
   const bool return_old = on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old;
-  return dynamo::conditional_check_failed(return_old ? old_item : std::nullopt);
+  return dynamo::conditional_check_failed(return_old ? copy_of(old_item) : std::nullopt);
 }
 
 Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const TableKey& key,
-                                                    const std::optional<Item>& old_item, std::optional<Item> new_item,
+                                                    const Item* old_item, std::optional<Item> new_item,
                                                     Instant now) {
-  const WriteCost cost = write_cost(table, key, old_item, new_item, 1);
+  const WriteCost cost = write_cost(table, key, old_item, new_item ? &*new_item : nullptr, 1);
   if (auto throttled = check_write_capacity(table, cost, now)) {
     ++account(table.name).throttled_requests;
     return std::move(*throttled);
   }
   charge_write(table, cost);
   // Deleting an item that does not exist still costs 1 WCU, and changes nothing.
-  if (old_item || new_item) commit_write(table, key, std::move(new_item), now);
+  if (old_item != nullptr || new_item) commit_write(table, key, std::move(new_item), now);
   return cost;
 }
 
@@ -148,18 +149,18 @@ Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemReque
   if (dynamo::item_size_bytes(request.item) > dynamo::item_size_bytes_max) {
     return dynamo::validation_error("Item size has exceeded the maximum allowed size");
   }
-  LP_STORE_TRY(condition, parse_write_condition(write));
+  LP_STORE_TRY(condition, parse_write_condition(write, expression_cache));
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();
   Item item = dynamo::with_canonical_numbers(request.item);
   LP_STORE_TRY(key, key_of_item(*table, item));
   ++account(table->name).put_item;
-  std::optional<Item> old_item = copy_of(latest(*table, key));
+  const Item* old_item = latest(*table, key);
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
-  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(item), now));
   dynamo::PutItemResponse response;
-  if (write.return_values == ReturnValues::all_old) response.attributes = std::move(old_item);
+  if (write.return_values == ReturnValues::all_old) response.attributes = copy_of(old_item);
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(item), now));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
 }
@@ -167,17 +168,17 @@ Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemReque
 Result<dynamo::Response> DynamoStore::State::delete_item(const dynamo::DeleteItemRequest& request, Instant now) {
   const dynamo::ConditionalWrite& write = request.write;
   LP_STORE_TRY_VOID(check_put_or_delete(write));
-  LP_STORE_TRY(condition, parse_write_condition(write));
+  LP_STORE_TRY(condition, parse_write_condition(write, expression_cache));
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   ++account(table->name).delete_item;
-  std::optional<Item> old_item = copy_of(latest(*table, key));
+  const Item* old_item = latest(*table, key);
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
-  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::nullopt, now));
   dynamo::DeleteItemResponse response;
-  if (write.return_values == ReturnValues::all_old) response.attributes = std::move(old_item);
+  if (write.return_values == ReturnValues::all_old) response.attributes = copy_of(old_item);
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::nullopt, now));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
 }

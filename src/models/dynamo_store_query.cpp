@@ -186,7 +186,8 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
     return dynamo::validation_error(
         "Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.");
   }
-  dynamo::ExpressionContext context(request.expression_attribute_names, request.expression_attribute_values);
+  auto context = dynamo::ExpressionContext::borrowing(request.expression_attribute_names,
+                                                     request.expression_attribute_values, &expression_cache);
   LP_STORE_TRY_VOID(context.check_keys());
   TableState* table = find_table(request.table_name);
   const IndexState* index = table != nullptr && request.index_name ? table->find_index(*request.index_name) : nullptr;

@@ -105,8 +105,8 @@ Result<dynamo::Response> DynamoStore::State::batch_write_item(const dynamo::Batc
   std::size_t processed = 0;
   std::optional<DynamoError> last_throttle;
   for (auto& write : writes) {
-    const std::optional<Item> old_item = copy_of(latest(*write.table, write.key));
-    const WriteCost cost = write_cost(*write.table, write.key, old_item, write.item, 1);
+    const Item* old_item = latest(*write.table, write.key);
+    const WriteCost cost = write_cost(*write.table, write.key, old_item, write.item ? &*write.item : nullptr, 1);
     if (auto throttled = check_write_capacity(*write.table, cost, now)) {
       ++account(write.table->name).throttled_requests;
       response.unprocessed_items[write.table->name].push_back(*write.request);
@@ -114,7 +114,7 @@ Result<dynamo::Response> DynamoStore::State::batch_write_item(const dynamo::Batc
       continue;
     }
     charge_write(*write.table, cost);
-    if (old_item || write.item) commit_write(*write.table, write.key, std::move(write.item), now);
+    if (old_item != nullptr || write.item) commit_write(*write.table, write.key, std::move(write.item), now);
     ++processed;
     WriteCost& total = consumed[write.table->name];
     total.base_units += cost.base_units;
@@ -151,14 +151,16 @@ const dynamo::TransactCondition& condition_of(const dynamo::TransactWriteItem& i
 
 // Parses one action's expressions in its own context, as DynamoDB validates
 // each action like the single-item request it resembles.
-Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction& action) {
+Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction& action,
+                          dynamo::ExpressionCache& cache) {
   const dynamo::TransactCondition& condition = condition_of(item);
   const auto* update = std::get_if<dynamo::TransactUpdate>(&item);
   const bool any = condition.condition_expression.has_value() || update != nullptr;
   LP_STORE_TRY_VOID(store_detail::check_expression_params(
       condition.expression_attribute_names, condition.expression_attribute_values, any, any,
       update != nullptr ? "UpdateExpression and ConditionExpression are null" : "ConditionExpression is null"));
-  dynamo::ExpressionContext context(condition.expression_attribute_names, condition.expression_attribute_values);
+  auto context = dynamo::ExpressionContext::borrowing(condition.expression_attribute_names,
+                                                     condition.expression_attribute_values, &cache);
   LP_STORE_TRY_VOID(context.check_keys());
   if (update != nullptr) {
     LP_STORE_TRY(plan, context.parse_update(update->update_expression));
@@ -218,7 +220,7 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
         store_detail::transact_items_max));
   }
   std::vector<PreparedAction> actions(count);
-  for (std::size_t i = 0; i < count; ++i) LP_STORE_TRY_VOID(parse_action(request.transact_items[i], actions[i]));
+  for (std::size_t i = 0; i < count; ++i) LP_STORE_TRY_VOID(parse_action(request.transact_items[i], actions[i], state.expression_cache));
   std::map<std::string, std::set<TableKey, TableKeyLess>> seen;
   for (std::size_t i = 0; i < count; ++i) {
     actions[i].table = state.find_table(condition_of(request.transact_items[i]).table_name);
@@ -257,19 +259,21 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     }
   }
   // Decide every action against the latest items before changing any.
-  std::vector<std::optional<Item>> old_items;
+  // Latest versions, by pointer: each stays valid until its own item is
+  // committed (the actions' items are distinct), and is not used after.
+  std::vector<const Item*> old_items;
   std::vector<std::optional<Item>> new_items;
   std::vector<CancellationReason> reasons;
   bool cancelled = false;
   static const Item no_item;
   for (const auto& action : actions) {
-    old_items.push_back(copy_of(latest(*action.table, action.key)));
-    const std::optional<Item>& old_item = old_items.back();
+    old_items.push_back(latest(*action.table, action.key));
+    const Item* old_item = old_items.back();
     CancellationReason reason{"None", std::nullopt, std::nullopt};
     std::optional<Item> next;
-    if (action.condition && !dynamo::evaluate(*action.condition, old_item ? *old_item : no_item)) {
+    if (action.condition && !dynamo::evaluate(*action.condition, old_item != nullptr ? *old_item : no_item)) {
       reason = CancellationReason{"ConditionalCheckFailed", "The conditional request failed", std::nullopt};
-      if (action.on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old) reason.item = old_item;
+      if (action.on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old) reason.item = copy_of(old_item);
       ++account(action.table->name).conditional_check_failures;
     } else if (action.kind == ActionKind::put) {
       next = action.put_item;
@@ -280,9 +284,8 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
       } else {
         reason = CancellationReason{"ValidationError", updated.error().message, std::nullopt};
       }
-    } else if (action.kind == ActionKind::check) {
-      next = old_item;  // unchanged; only its cost matters
     }
+    // A ConditionCheck changes nothing: only its cost matters.
     cancelled = cancelled || reason.code != "None";
     reasons.push_back(std::move(reason));
     new_items.push_back(std::move(next));
@@ -303,7 +306,8 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     const auto& action = actions[i];
     costs.push_back(action.kind == ActionKind::check
                         ? failed_write_cost(*action.table, action.key, old_items[i], transaction_cost_multiplier)
-                        : write_cost(*action.table, action.key, old_items[i], new_items[i], transaction_cost_multiplier));
+                        : write_cost(*action.table, action.key, old_items[i],
+                                     new_items[i] ? &*new_items[i] : nullptr, transaction_cost_multiplier));
     if (auto problem = check_write_capacity(*action.table, costs.back(), now)) {
       reasons[i] = CancellationReason{"ThrottlingError", problem->message, std::nullopt};
       throttled = true;
@@ -321,7 +325,9 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     total.base_units += costs[i].base_units;
     total.indexes.insert(total.indexes.end(), costs[i].indexes.begin(), costs[i].indexes.end());
     if (action.kind == ActionKind::check) continue;
-    if (old_items[i] || new_items[i]) commit_write(*action.table, action.key, std::move(new_items[i]), now);
+    if (old_items[i] != nullptr || new_items[i]) {
+      commit_write(*action.table, action.key, std::move(new_items[i]), now);
+    }
   }
   if (request.client_request_token) {
     tokens[*request.client_request_token] = store_detail::TokenRecord{request.transact_items, now};

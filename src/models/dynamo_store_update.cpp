@@ -59,9 +59,9 @@ Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan
   return {};
 }
 
-Result<Item> updated_item(const TableState& table, const Item& key_item, const std::optional<Item>& old_item,
+Result<Item> updated_item(const TableState& table, const Item& key_item, const Item* old_item,
                           const std::optional<dynamo::UpdatePlan>& plan) {
-  Item next = old_item ? *old_item : key_item;
+  Item next = old_item != nullptr ? *old_item : key_item;
   if (plan) LP_STORE_TRY_VOID(dynamo::apply(*plan, table.description.key_schema, next));
   next = dynamo::with_canonical_numbers(std::move(next));
   for (const auto& index : table.indexes) {
@@ -86,16 +86,16 @@ Item key_item_of(const store_detail::TableState& table, const store_detail::Tabl
 }
 
 std::optional<Item> update_return_values(ReturnValues mode, const std::optional<dynamo::UpdatePlan>& plan,
-                                         const std::optional<Item>& old_item, const Item& new_item) {
+                                         const Item* old_item, const Item& new_item) {
   static const dynamo::UpdatePlan no_plan;
   const dynamo::UpdatePlan& actions = plan ? *plan : no_plan;
   Item out;
   switch (mode) {
     case ReturnValues::none: return std::nullopt;
-    case ReturnValues::all_old: return old_item;
+    case ReturnValues::all_old: return old_item != nullptr ? std::optional<Item>(*old_item) : std::nullopt;
     case ReturnValues::all_new: return new_item;
     case ReturnValues::updated_old:
-      if (old_item) out = dynamo::updated_attributes(actions, *old_item);
+      if (old_item != nullptr) out = dynamo::updated_attributes(actions, *old_item);
       break;
     case ReturnValues::updated_new: out = dynamo::updated_attributes(actions, new_item); break;
   }
@@ -112,7 +112,8 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
                                                           write.expression_attribute_values, any, any,
                                                           "UpdateExpression and ConditionExpression are null"));
-  dynamo::ExpressionContext context(write.expression_attribute_names, write.expression_attribute_values);
+  auto context = dynamo::ExpressionContext::borrowing(write.expression_attribute_names,
+                                                     write.expression_attribute_values, &expression_cache);
   LP_STORE_TRY_VOID(context.check_keys());
   std::optional<dynamo::UpdatePlan> plan;
   if (request.update_expression) {
@@ -130,8 +131,7 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   if (plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(*table, *plan));
   ++account(table->name).update_item;
-  const Item* current = latest(*table, key);
-  std::optional<Item> old_item = current ? std::optional<Item>(*current) : std::nullopt;
+  const Item* old_item = latest(*table, key);
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
   // An update of a missing item creates it (upsert) from its key.

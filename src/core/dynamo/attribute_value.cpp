@@ -11,6 +11,40 @@
 
 namespace leaseproof::dynamo {
 
+struct AttributeValue::Composite {
+  std::vector<std::string> set;
+  AttributeList list;
+  Item map;
+};
+
+void AttributeValue::CompositeDeleter::operator()(Composite* composite) const { delete composite; }
+
+AttributeValue::AttributeValue(const AttributeValue& other)
+    : type_(other.type_),
+      bool_(other.bool_),
+      text_(other.text_),
+      composite_(other.composite_ ? new Composite(*other.composite_) : nullptr) {}
+
+AttributeValue& AttributeValue::operator=(const AttributeValue& other) {
+  if (this != &other) *this = AttributeValue(other);
+  return *this;
+}
+
+AttributeValue::~AttributeValue() = default;
+
+AttributeValue::Composite& AttributeValue::composite() {
+  if (!composite_) composite_.reset(new Composite());
+  return *composite_;
+}
+
+namespace {
+
+const std::vector<std::string> no_members;
+const AttributeList no_elements;
+const Item no_attributes;
+
+}  // namespace
+
 std::string_view type_descriptor(AttributeType type) {
   switch (type) {
     case AttributeType::s: return "S";
@@ -62,21 +96,21 @@ AttributeValue AttributeValue::null() { return AttributeValue{}; }
 AttributeValue AttributeValue::map(Item members) {
   AttributeValue value;
   value.type_ = AttributeType::m;
-  value.map_ = std::move(members);
+  value.composite().map = std::move(members);
   return value;
 }
 
 AttributeValue AttributeValue::list(AttributeList elements) {
   AttributeValue value;
   value.type_ = AttributeType::l;
-  value.list_ = std::move(elements);
+  value.composite().list = std::move(elements);
   return value;
 }
 
 AttributeValue AttributeValue::string_set(std::vector<std::string> members) {
   AttributeValue value;
   value.type_ = AttributeType::ss;
-  value.set_ = std::move(members);
+  value.composite().set = std::move(members);
   return value;
 }
 
@@ -108,32 +142,32 @@ bool AttributeValue::as_bool() const {
 
 const Item& AttributeValue::as_map() const {
   LP_ASSERT(type_ == AttributeType::m);
-  return map_;
+  return composite_ ? composite_->map : no_attributes;
 }
 
 Item& AttributeValue::as_map() {
   LP_ASSERT(type_ == AttributeType::m);
-  return map_;
+  return composite().map;
 }
 
 const AttributeList& AttributeValue::as_list() const {
   LP_ASSERT(type_ == AttributeType::l);
-  return list_;
+  return composite_ ? composite_->list : no_elements;
 }
 
 AttributeList& AttributeValue::as_list() {
   LP_ASSERT(type_ == AttributeType::l);
-  return list_;
+  return composite().list;
 }
 
 const std::vector<std::string>& AttributeValue::as_set() const {
   LP_ASSERT(is_set());
-  return set_;
+  return composite_ ? composite_->set : no_members;
 }
 
 std::vector<std::string>& AttributeValue::as_set() {
   LP_ASSERT(is_set());
-  return set_;
+  return composite().set;
 }
 
 bool AttributeValue::operator==(const AttributeValue& other) const {
@@ -144,11 +178,11 @@ bool AttributeValue::operator==(const AttributeValue& other) const {
     case AttributeType::b: return text_ == other.text_;
     case AttributeType::boolean: return bool_ == other.bool_;
     case AttributeType::null: return true;
-    case AttributeType::m: return map_ == other.map_;
-    case AttributeType::l: return list_ == other.list_;
+    case AttributeType::m: return as_map() == other.as_map();
+    case AttributeType::l: return as_list() == other.as_list();
     case AttributeType::ss:
     case AttributeType::ns:
-    case AttributeType::bs: return set_ == other.set_;
+    case AttributeType::bs: return as_set() == other.as_set();
   }
   LP_UNREACHABLE("attribute type {}", static_cast<int>(type_));
 }
@@ -158,15 +192,21 @@ namespace {
 // Significant digits of a decimal text: digits without leading and trailing
 // zeros. Works on unvalidated text too (it only counts), so sizing never fails.
 std::size_t significant_digits(std::string_view text) {
-  std::string digits;
+  // Digits from the first non-zero one to the last non-zero one, counted in
+  // one pass: `pending_zeros` are zeros that count only if a non-zero follows.
+  std::size_t count = 0;
+  std::size_t pending_zeros = 0;
   for (char c : text) {
     if (c == 'e' || c == 'E') break;
-    if (c >= '0' && c <= '9') digits.push_back(c);
+    if (c < '0' || c > '9') continue;
+    if (c == '0') {
+      if (count > 0) ++pending_zeros;
+      continue;
+    }
+    count += pending_zeros + 1;
+    pending_zeros = 0;
   }
-  const auto first = digits.find_first_not_of('0');
-  if (first == std::string::npos) return 1;
-  const auto last = digits.find_last_not_of('0');
-  return last - first + 1;
+  return count == 0 ? 1 : count;
 }
 
 std::size_t binary_size_bytes(const std::string& base64_text) {

@@ -273,8 +273,6 @@ std::string_view expression_kind_name(ExpressionKind kind) {
   LP_UNREACHABLE("expression kind {}", static_cast<int>(kind));
 }
 
-ExpressionContext::ExpressionContext(ExpressionAttributeNames names, ExpressionAttributeValues values)
-    : names_(std::move(names)), values_(std::move(values)) {}
 
 namespace {
 
@@ -288,7 +286,7 @@ bool valid_placeholder(std::string_view key, char sigil) {
 }  // namespace
 
 Result<void> ExpressionContext::check_keys() const {
-  for (const auto& [key, name] : names_) {
+  for (const auto& [key, name] : *names_) {
     if (!valid_placeholder(key, '#')) {
       return validation_error(fmt::format("ExpressionAttributeNames contains invalid key: Syntax error; key: \"{}\"", key));
     }
@@ -297,7 +295,7 @@ Result<void> ExpressionContext::check_keys() const {
       return validation_error(fmt::format("ExpressionAttributeNames contains invalid value: Empty attribute name for key {}", key));
     }
   }
-  for (const auto& [key, value] : values_) {
+  for (const auto& [key, value] : *values_) {
     if (!valid_placeholder(key, ':')) {
       return validation_error(fmt::format("ExpressionAttributeValues contains invalid key: Syntax error; key: \"{}\"", key));
     }
@@ -307,7 +305,7 @@ Result<void> ExpressionContext::check_keys() const {
 
 Result<void> ExpressionContext::check_all_used() const {
   std::vector<std::string> unused_names;
-  for (const auto& [key, name] : names_) {
+  for (const auto& [key, name] : *names_) {
     if (!used_names_.contains(key)) unused_names.push_back(key);
   }
   if (!unused_names.empty()) {
@@ -315,7 +313,7 @@ Result<void> ExpressionContext::check_all_used() const {
                                         fmt::join(unused_names, ", ")));
   }
   std::vector<std::string> unused_values;
-  for (const auto& [key, value] : values_) {
+  for (const auto& [key, value] : *values_) {
     if (!used_values_.contains(key)) unused_values.push_back(key);
   }
   if (!unused_values.empty()) {

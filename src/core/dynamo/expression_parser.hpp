@@ -105,6 +105,11 @@ Value* descend(Value* at, const PathElement& step) {
   return member == at->as_map().end() ? nullptr : &member->second;
 }
 
+// A cached plan with this request's values put in place of its placeholders
+// (every placeholder it names is present: the cache key lists them).
+Condition bind_values(Condition condition, const ExpressionAttributeValues& values);
+UpdatePlan bind_values(UpdatePlan plan, const ExpressionAttributeValues& values);
+
 }  // namespace leaseproof::dynamo::expression_detail
 
 // Propagates the error of a Result-returning expression, else binds its value.

@@ -316,8 +316,19 @@ Result<Condition> parse_condition_text(Parser& parser) {
 
 Result<Condition> ExpressionContext::parse_condition(std::string_view text, ExpressionKind kind) {
   LP_ASSERT(kind == ExpressionKind::condition || kind == ExpressionKind::filter);
-  expression_detail::Parser parser(text, kind, names_, values_, used_names_, used_values_);
-  return expression_detail::parse_condition_text(parser);
+  if (const ExpressionCache::Entry* entry = cached(kind, text)) {
+    return expression_detail::bind_values(*entry->condition, *values_);
+  }
+  // The placeholders this expression alone uses (the cache entry must not
+  // depend on the request's other expressions).
+  std::set<std::string> names_used;
+  std::set<std::string> values_used;
+  expression_detail::Parser parser(text, kind, *names_, *values_, names_used, values_used);
+  auto parsed = expression_detail::parse_condition_text(parser);
+  if (parsed.ok()) remember(kind, text, parsed.value(), std::nullopt, names_used, values_used);
+  used_names_.merge(names_used);
+  used_values_.merge(values_used);
+  return parsed;
 }
 
 Result<Condition> parse_condition(std::string_view text, const ExpressionAttributeNames& names,

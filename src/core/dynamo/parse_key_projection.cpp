@@ -134,7 +134,7 @@ Result<KeyCondition> match_key_schema(std::vector<SortKeyCondition> leaves, cons
 
 Result<KeyCondition> ExpressionContext::parse_key_condition(std::string_view text, const KeySchema& key_schema) {
   using namespace expression_detail;
-  Parser parser(text, ExpressionKind::key_condition, names_, values_, used_names_, used_values_);
+  Parser parser(text, ExpressionKind::key_condition, *names_, *values_, used_names_, used_values_);
   LP_DYNAMO_TRY(condition, parse_condition_text(parser));
   std::vector<const Condition*> leaves;
   LP_DYNAMO_TRY_VOID(flatten_and(parser, condition, leaves));
@@ -149,7 +149,7 @@ Result<KeyCondition> ExpressionContext::parse_key_condition(std::string_view tex
 
 Result<ProjectionPlan> ExpressionContext::parse_projection(std::string_view text) {
   using namespace expression_detail;
-  Parser parser(text, ExpressionKind::projection, names_, values_, used_names_, used_values_);
+  Parser parser(text, ExpressionKind::projection, *names_, *values_, used_names_, used_values_);
   if (auto problem = parser.check_text()) return std::move(*problem);
   ProjectionPlan plan;
   while (true) {

@@ -177,8 +177,18 @@ Result<UpdatePlan> parse_update_text(Parser& parser) {
 }  // namespace expression_detail
 
 Result<UpdatePlan> ExpressionContext::parse_update(std::string_view text) {
-  expression_detail::Parser parser(text, ExpressionKind::update, names_, values_, used_names_, used_values_);
-  return expression_detail::parse_update_text(parser);
+  if (const ExpressionCache::Entry* entry = cached(ExpressionKind::update, text)) {
+    return expression_detail::bind_values(*entry->update, *values_);
+  }
+  // The placeholders this expression alone uses (see parse_condition).
+  std::set<std::string> names_used;
+  std::set<std::string> values_used;
+  expression_detail::Parser parser(text, ExpressionKind::update, *names_, *values_, names_used, values_used);
+  auto parsed = expression_detail::parse_update_text(parser);
+  if (parsed.ok()) remember(ExpressionKind::update, text, std::nullopt, parsed.value(), names_used, values_used);
+  used_names_.merge(names_used);
+  used_values_.merge(values_used);
+  return parsed;
 }
 
 Result<UpdatePlan> parse_update(std::string_view text, const ExpressionAttributeNames& names,

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,13 +65,27 @@ class AttributeValue {
   // values_equal in expression.hpp.
   bool operator==(const AttributeValue& other) const;
 
+  AttributeValue(const AttributeValue& other);
+  AttributeValue& operator=(const AttributeValue& other);
+  AttributeValue(AttributeValue&&) noexcept = default;
+  AttributeValue& operator=(AttributeValue&&) noexcept = default;
+  ~AttributeValue();
+
  private:
+  // Members of M, L and the sets, allocated only for those types: scalars
+  // (almost every value a table holds) stay small, and short strings copy
+  // without allocating. A moved-from or absent composite reads as empty.
+  struct Composite;
+  struct CompositeDeleter {
+    void operator()(Composite* composite) const;
+  };
+  Composite& composite();
+  const Composite* composite_or_null() const { return composite_.get(); }
+
   AttributeType type_ = AttributeType::null;
   bool bool_ = false;
   std::string text_;
-  std::vector<std::string> set_;
-  AttributeList list_;
-  Item map_;
+  std::unique_ptr<Composite, CompositeDeleter> composite_;
 };
 
 // Sizes per the DynamoDB developer guide ("Item sizes and formats"): strings

@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <leaseproof/core/dynamo/attribute_value.hpp>
@@ -188,10 +189,62 @@ enum class ExpressionKind : uint8_t { condition, filter, key_condition, update, 
 // "ConditionExpression", "FilterExpression", ... as used in messages.
 std::string_view expression_kind_name(ExpressionKind kind);
 
+// Parsed conditions, filters and update expressions, reused across requests
+// that send the same text with the same names and the same value placeholders
+// of the same types (a fleet sends a handful of shapes millions of times).
+// Only the values differ between such requests: a hit copies the parsed plan
+// and binds the request's values into it. Every validation that depends only
+// on the text, the names and the value types has already passed; the two that
+// read a value's content (BETWEEN's bound order, attribute_type's type name)
+// make an expression uncacheable. Failed parses are never stored.
+class ExpressionCache {
+ public:
+  explicit ExpressionCache(std::size_t capacity = 4096) : capacity_(capacity) {}
+
+  std::size_t size() const { return size_; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  friend class ExpressionContext;
+  struct Entry {
+    ExpressionKind kind = ExpressionKind::condition;
+    std::string text;
+    ExpressionAttributeNames names;
+    std::vector<std::pair<std::string, AttributeType>> values;  // placeholder, type
+    std::optional<Condition> condition;
+    std::optional<UpdatePlan> update;
+    std::set<std::string> used_names;
+    std::set<std::string> used_values;
+  };
+  static uint64_t key_hash(ExpressionKind kind, std::string_view text, const ExpressionAttributeNames& names,
+                           const ExpressionAttributeValues& values);
+  static bool matches(const Entry& entry, ExpressionKind kind, std::string_view text,
+                      const ExpressionAttributeNames& names, const ExpressionAttributeValues& values);
+  const Entry* find(ExpressionKind kind, std::string_view text, const ExpressionAttributeNames& names,
+                    const ExpressionAttributeValues& values);
+  void insert(uint64_t hash, Entry entry);
+
+  std::size_t capacity_;
+  std::size_t size_ = 0;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+  // Lookups only, never iterated: the unordered container cannot leak its
+  // order into a run. When full it is emptied (simple and deterministic).
+  std::unordered_map<uint64_t, std::vector<Entry>> entries_;
+};
+
 // Parses the expressions of one request and tracks which placeholders they use.
 class ExpressionContext {
  public:
+  // Owns copies of the maps, so a context built from temporaries never dangles.
   ExpressionContext(ExpressionAttributeNames names, ExpressionAttributeValues values);
+  // Refers to the caller's maps, which must outlive the context (a request
+  // being served), and parses through `cache` when it is not null.
+  static ExpressionContext borrowing(const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+                                     ExpressionCache* cache);
+  ExpressionContext(const ExpressionContext&) = delete;
+  ExpressionContext& operator=(const ExpressionContext&) = delete;
 
   // Condition or filter (kind selects the message prefix).
   Result<Condition> parse_condition(std::string_view text,
@@ -209,9 +262,21 @@ class ExpressionContext {
   const std::set<std::string>& used_values() const { return used_values_; }
 
  private:
-  // Copies, so a context never dangles when built from temporaries.
-  ExpressionAttributeNames names_;
-  ExpressionAttributeValues values_;
+  struct Borrow {};
+  ExpressionContext(Borrow, const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+                    ExpressionCache* cache);
+  // The cache entry for `text` (its placeholders now marked used), or null.
+  const ExpressionCache::Entry* cached(ExpressionKind kind, std::string_view text);
+  // Stores a successful parse with the placeholders it used.
+  void remember(ExpressionKind kind, std::string_view text, std::optional<Condition> condition,
+                std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
+                const std::set<std::string>& values_used);
+
+  ExpressionAttributeNames owned_names_;
+  ExpressionAttributeValues owned_values_;
+  const ExpressionAttributeNames* names_;
+  const ExpressionAttributeValues* values_;
+  ExpressionCache* cache_ = nullptr;
   std::set<std::string> used_names_;
   std::set<std::string> used_values_;
 };

@@ -1,0 +1,164 @@
+// ExpressionCache, and the ExpressionContext plumbing that parses through it.
+
+#include <cctype>
+
+#include <leaseproof/base/assert.hpp>
+#include <leaseproof/core/dynamo/expression.hpp>
+
+#include "expression_parser.hpp"
+
+namespace leaseproof::dynamo {
+
+namespace {
+
+void mix(uint64_t& hash, std::string_view bytes) {
+  for (char c : bytes) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 0x100000001B3ULL;
+  }
+  hash ^= 0xFF;  // separator: ("ab","c") and ("a","bc") differ
+  hash *= 0x100000001B3ULL;
+}
+
+bool contains_word(std::string_view text, std::string_view lower_word) {
+  if (text.size() < lower_word.size()) return false;
+  for (std::size_t i = 0; i + lower_word.size() <= text.size(); ++i) {
+    bool same = true;
+    for (std::size_t j = 0; j < lower_word.size() && same; ++j) {
+      same = std::tolower(static_cast<unsigned char>(text[i + j])) == lower_word[j];
+    }
+    if (same) return true;
+  }
+  return false;
+}
+
+// The two checks that read a value's content rather than its type.
+bool cacheable(std::string_view text) {
+  return !contains_word(text, "between") && !contains_word(text, "attribute_type");
+}
+
+// A value operand without a placeholder is a slot the plan does not use (the
+// operand of REMOVE): there is nothing to bind.
+void bind_operand(Operand& operand, const ExpressionAttributeValues& values) {
+  if (operand.kind == Operand::Kind::value && !operand.placeholder.empty()) {
+    operand.value = values.at(operand.placeholder);
+  }
+}
+
+void bind_update_value(UpdateValue& value, const ExpressionAttributeValues& values) {
+  if (value.kind == UpdateValue::Kind::value && !value.placeholder.empty()) {
+    value.value = values.at(value.placeholder);
+  }
+  for (auto& argument : value.arguments) bind_update_value(argument, values);
+}
+
+}  // namespace
+
+namespace expression_detail {
+
+Condition bind_values(Condition condition, const ExpressionAttributeValues& values) {
+  for (auto& operand : condition.operands) bind_operand(operand, values);
+  for (auto& child : condition.children) child = bind_values(std::move(child), values);
+  return condition;
+}
+
+UpdatePlan bind_values(UpdatePlan plan, const ExpressionAttributeValues& values) {
+  for (auto& action : plan.actions) bind_update_value(action.value, values);
+  return plan;
+}
+
+}  // namespace expression_detail
+
+uint64_t ExpressionCache::key_hash(ExpressionKind kind, std::string_view text, const ExpressionAttributeNames& names,
+                                   const ExpressionAttributeValues& values) {
+  uint64_t hash = 0xCBF29CE484222325ULL;
+  const char kind_byte = static_cast<char>(kind);
+  mix(hash, std::string_view(&kind_byte, 1));
+  mix(hash, text);
+  for (const auto& [key, name] : names) {
+    mix(hash, key);
+    mix(hash, name);
+  }
+  for (const auto& [key, value] : values) {
+    mix(hash, key);
+    mix(hash, type_descriptor(value.type()));
+  }
+  return hash;
+}
+
+bool ExpressionCache::matches(const Entry& entry, ExpressionKind kind, std::string_view text,
+                              const ExpressionAttributeNames& names, const ExpressionAttributeValues& values) {
+  if (entry.kind != kind || entry.text != text || entry.names != names) return false;
+  if (entry.values.size() != values.size()) return false;
+  auto value = values.begin();
+  for (const auto& [placeholder, type] : entry.values) {
+    if (placeholder != value->first || type != value->second.type()) return false;
+    ++value;
+  }
+  return true;
+}
+
+const ExpressionCache::Entry* ExpressionCache::find(ExpressionKind kind, std::string_view text,
+                                                    const ExpressionAttributeNames& names,
+                                                    const ExpressionAttributeValues& values) {
+  const auto bucket = entries_.find(key_hash(kind, text, names, values));
+  if (bucket != entries_.end()) {
+    for (const Entry& entry : bucket->second) {
+      if (matches(entry, kind, text, names, values)) {
+        ++hits_;
+        return &entry;
+      }
+    }
+  }
+  ++misses_;
+  return nullptr;
+}
+
+void ExpressionCache::insert(uint64_t hash, Entry entry) {
+  if (size_ >= capacity_) {
+    entries_.clear();
+    size_ = 0;
+  }
+  entries_[hash].push_back(std::move(entry));
+  ++size_;
+}
+
+ExpressionContext::ExpressionContext(ExpressionAttributeNames names, ExpressionAttributeValues values)
+    : owned_names_(std::move(names)), owned_values_(std::move(values)), names_(&owned_names_),
+      values_(&owned_values_) {}
+
+ExpressionContext::ExpressionContext(Borrow, const ExpressionAttributeNames& names,
+                                     const ExpressionAttributeValues& values, ExpressionCache* cache)
+    : names_(&names), values_(&values), cache_(cache) {}
+
+ExpressionContext ExpressionContext::borrowing(const ExpressionAttributeNames& names,
+                                               const ExpressionAttributeValues& values, ExpressionCache* cache) {
+  return ExpressionContext(Borrow{}, names, values, cache);
+}
+
+const ExpressionCache::Entry* ExpressionContext::cached(ExpressionKind kind, std::string_view text) {
+  if (cache_ == nullptr || !cacheable(text)) return nullptr;
+  const ExpressionCache::Entry* entry = cache_->find(kind, text, *names_, *values_);
+  if (entry == nullptr) return nullptr;
+  used_names_.insert(entry->used_names.begin(), entry->used_names.end());
+  used_values_.insert(entry->used_values.begin(), entry->used_values.end());
+  return entry;
+}
+
+void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std::optional<Condition> condition,
+                                 std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
+                                 const std::set<std::string>& values_used) {
+  if (cache_ == nullptr || !cacheable(text)) return;
+  ExpressionCache::Entry entry;
+  entry.kind = kind;
+  entry.text = std::string(text);
+  entry.names = *names_;
+  for (const auto& [key, value] : *values_) entry.values.emplace_back(key, value.type());
+  entry.condition = std::move(condition);
+  entry.update = std::move(update);
+  entry.used_names = names_used;
+  entry.used_values = values_used;
+  cache_->insert(ExpressionCache::key_hash(kind, text, *names_, *values_), std::move(entry));
+}
+
+}  // namespace leaseproof::dynamo

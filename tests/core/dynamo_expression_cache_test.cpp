@@ -1,0 +1,174 @@
+// The expression cache must be invisible: a request parsed through it gets
+// exactly what a fresh parse gives (plan, values, error, used placeholders).
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <leaseproof/core/dynamo/expression.hpp>
+
+#include "dynamo_test_support.hpp"
+
+namespace leaseproof::dynamo {
+namespace {
+
+using test::N;
+using test::S;
+
+struct Outcome {
+  bool ok = false;
+  std::string error;
+  std::optional<Condition> condition;
+  std::optional<UpdatePlan> update;
+  std::set<std::string> used_names;
+  std::set<std::string> used_values;
+  std::string all_used;  // check_all_used's error, or ""
+
+  bool operator==(const Outcome&) const = default;
+};
+
+// Parses an optional update and an optional condition in one context, as an
+// UpdateItem does.
+Outcome parse_request(ExpressionContext& context, const std::optional<std::string>& update,
+                      const std::optional<std::string>& condition) {
+  Outcome out;
+  out.ok = true;
+  if (update) {
+    auto plan = context.parse_update(*update);
+    if (!plan.ok()) return Outcome{false, plan.error().message, {}, {}, {}, {}, {}};
+    out.update = plan.value();
+  }
+  if (condition) {
+    auto parsed = context.parse_condition(*condition);
+    if (!parsed.ok()) return Outcome{false, parsed.error().message, {}, {}, {}, {}, {}};
+    out.condition = parsed.value();
+  }
+  out.used_names = context.used_names();
+  out.used_values = context.used_values();
+  if (auto all = context.check_all_used(); !all.ok()) out.all_used = all.error().message;
+  return out;
+}
+
+Outcome fresh(const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+              const std::optional<std::string>& update, const std::optional<std::string>& condition) {
+  ExpressionContext context(names, values);
+  return parse_request(context, update, condition);
+}
+
+Outcome through(ExpressionCache& cache, const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+                const std::optional<std::string>& update, const std::optional<std::string>& condition) {
+  auto context = ExpressionContext::borrowing(names, values, &cache);
+  return parse_request(context, update, condition);
+}
+
+const ExpressionAttributeNames kNames = {{"#o", "lease_owner"}, {"#e", "lease_epoch"}};
+
+TEST(DynamoExpressionCache, AHitBindsTheNewRequestsValues) {
+  ExpressionCache cache;
+  const std::string condition = "#o = :me AND #e = :epoch";
+  const std::string update = "SET lease_expires_at_ms = :until";
+  ExpressionAttributeValues first = {{":me", S("w1")}, {":epoch", N("1")}, {":until", N("100")}};
+  ExpressionAttributeValues second = {{":me", S("w2")}, {":epoch", N("7")}, {":until", N("200")}};
+  EXPECT_EQ(through(cache, kNames, first, update, condition), fresh(kNames, first, update, condition));
+  EXPECT_EQ(cache.misses(), 2u);
+  const Outcome cached = through(cache, kNames, second, update, condition);
+  EXPECT_EQ(cache.hits(), 2u);
+  EXPECT_EQ(cached, fresh(kNames, second, update, condition));
+  EXPECT_EQ(cached.condition->children[0].operands[1].value, S("w2"));
+}
+
+TEST(DynamoExpressionCache, AValueOfAnotherTypeIsAnotherEntry) {
+  ExpressionCache cache;
+  const std::string update = "SET n = n + :d";
+  EXPECT_TRUE(through(cache, {}, {{":d", N("1")}}, update, std::nullopt).ok);
+  // The type error must still be raised: a string is not a number to add.
+  const Outcome wrong = through(cache, {}, {{":d", S("x")}}, update, std::nullopt);
+  EXPECT_EQ(wrong, fresh({}, {{":d", S("x")}}, update, std::nullopt));
+  EXPECT_FALSE(wrong.ok);
+  EXPECT_EQ(cache.hits(), 0u);
+}
+
+TEST(DynamoExpressionCache, UnusedPlaceholdersAreJudgedPerRequest) {
+  ExpressionCache cache;
+  // The condition shares :v with the update in the first request only.
+  const ExpressionAttributeValues values = {{":v", N("1")}};
+  EXPECT_EQ(through(cache, {}, values, std::string("SET a = :v"), std::string("b = :v")),
+            fresh({}, values, std::string("SET a = :v"), std::string("b = :v")));
+  const Outcome alone = through(cache, {}, values, std::nullopt, std::string("b = :v"));
+  EXPECT_EQ(alone, fresh({}, values, std::nullopt, std::string("b = :v")));
+  EXPECT_EQ(alone.all_used, "");
+  const ExpressionAttributeValues extra = {{":v", N("1")}, {":w", N("2")}};
+  const Outcome unused = through(cache, {}, extra, std::nullopt, std::string("b = :v"));
+  EXPECT_EQ(unused, fresh({}, extra, std::nullopt, std::string("b = :v")));
+  EXPECT_NE(unused.all_used, "");
+}
+
+TEST(DynamoExpressionCache, ContentCheckedExpressionsAreNeverCached) {
+  ExpressionCache cache;
+  const std::string between = "a BETWEEN :lo AND :hi";
+  EXPECT_TRUE(through(cache, {}, {{":lo", N("1")}, {":hi", N("2")}}, std::nullopt, between).ok);
+  const ExpressionAttributeValues reversed = {{":lo", N("2")}, {":hi", N("1")}};
+  const Outcome bad = through(cache, {}, reversed, std::nullopt, between);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_EQ(bad, fresh({}, reversed, std::nullopt, between));
+  const std::string type_check = "attribute_type(a, :t)";
+  EXPECT_TRUE(through(cache, {}, {{":t", S("N")}}, std::nullopt, type_check).ok);
+  EXPECT_FALSE(through(cache, {}, {{":t", S("nope")}}, std::nullopt, type_check).ok);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(DynamoExpressionCache, FailedParsesAreNotStoredAndAFullCacheStartsOver) {
+  ExpressionCache cache(2);
+  EXPECT_FALSE(through(cache, {}, {}, std::nullopt, std::string("a = = b")).ok);
+  EXPECT_EQ(cache.size(), 0u);
+  for (const char* text : {"a = b", "b = c", "c = d"}) {
+    EXPECT_TRUE(through(cache, {}, {}, std::nullopt, std::string(text)).ok);
+  }
+  EXPECT_EQ(cache.size(), 1u);  // emptied at the third insert
+  EXPECT_TRUE(through(cache, {}, {}, std::nullopt, std::string("c = d")).ok);
+  EXPECT_EQ(cache.hits(), 1u);
+}
+
+// Random requests of a few shapes, each parsed several times through one
+// cache. Per case every placeholder keeps one type (so later rounds hit the
+// cache) while its content changes; each parse must equal a fresh parse.
+RC_GTEST_PROP(DynamoExpressionCache, CachedParsesEqualFreshParses, ()) {
+  const std::vector<std::optional<std::string>> updates = {
+      std::nullopt, "SET a = :x", "SET a = a + :y", "SET a = if_not_exists(a, :x), b = :y",
+      "SET l = list_append(l, :x)", "REMOVE a, b", "ADD s :x", "DELETE s :y", "SET #o = :x REMOVE c",
+  };
+  const std::vector<std::optional<std::string>> conditions = {
+      std::nullopt, "attribute_not_exists(a) OR #o = :x", "a < :x AND b >= :y", "begins_with(a, :x)",
+      "a IN (:x, :y)", "NOT (a <> :y)", "size(a) > :y", "contains(s, :x)", "a BETWEEN :x AND :y",
+      "attribute_type(a, :x)", "#o = :x",
+  };
+  // Values grouped by type: a case picks a type per placeholder, a round a value.
+  const std::vector<std::vector<AttributeValue>> by_type = {
+      {N("1"), N("-2.50"), N("7")},
+      {S("N"), S("a"), S(""), S("SS")},
+      {AttributeValue::boolean(true), AttributeValue::boolean(false)},
+      {AttributeValue::string_set({"p", "q"}), AttributeValue::string_set({"r"})},
+      {AttributeValue::number_set({"1"}), AttributeValue::number_set({"2", "3"})},
+      {AttributeValue::list({N("1")}), AttributeValue::list({})},
+      {AttributeValue::null()},
+  };
+  ExpressionCache cache;
+  const auto update = *rc::gen::elementOf(updates);
+  const auto condition = *rc::gen::elementOf(conditions);
+  const bool name_given = *rc::gen::arbitrary<bool>();
+  const ExpressionAttributeNames names = name_given ? ExpressionAttributeNames{{"#o", "owner"}}
+                                                    : ExpressionAttributeNames{};
+  const bool has_x = *rc::gen::inRange(0, 8) != 0;
+  const bool has_y = *rc::gen::inRange(0, 8) != 0;
+  const auto& x_values = by_type[*rc::gen::inRange<std::size_t>(0, by_type.size())];
+  const auto& y_values = by_type[*rc::gen::inRange<std::size_t>(0, by_type.size())];
+  for (int round = 0; round < 4; ++round) {
+    ExpressionAttributeValues values;
+    if (has_x) values[":x"] = *rc::gen::elementOf(x_values);
+    if (has_y) values[":y"] = *rc::gen::elementOf(y_values);
+    RC_ASSERT(through(cache, names, values, update, condition) == fresh(names, values, update, condition));
+  }
+  RC_CLASSIFY(cache.hits() > 0, "cache hit");
+}
+
+}  // namespace
+}  // namespace leaseproof::dynamo
