@@ -186,8 +186,21 @@ struct Tombstone {
   std::string table;
   TableKey key;
 };
+// A transaction's payload, reduced to 128 bits: a retry with the same token
+// must carry the same payload, and comparing fingerprints spares keeping a
+// copy of every transaction for ten minutes.
+struct PayloadFingerprint {
+  uint64_t first = 0;
+  uint64_t second = 0;
+  bool operator==(const PayloadFingerprint&) const = default;
+};
+// Every field of every action (kind, item or key, update expression, table,
+// condition, names, values, ReturnValuesOnConditionCheckFailure), encoded
+// without ambiguity and hashed twice with unrelated functions.
+PayloadFingerprint fingerprint(const std::vector<dynamo::TransactWriteItem>& items);
+
 struct TokenRecord {
-  std::vector<dynamo::TransactWriteItem> items;
+  PayloadFingerprint payload;
   Instant at;
 };
 

@@ -233,6 +233,100 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
   return actions;
 }
 
+// Length-prefixed, tagged encoding: two different payloads never encode alike.
+class PayloadEncoder {
+ public:
+  void byte(uint8_t value) { bytes_.push_back(static_cast<char>(value)); }
+  void count(std::size_t value) {
+    for (int i = 0; i < 8; ++i) byte(static_cast<uint8_t>(value >> (8 * i)));
+  }
+  void text(std::string_view value) {
+    count(value.size());
+    bytes_.append(value);
+  }
+  void value(const AttributeValue& value) {
+    byte(static_cast<uint8_t>(value.type()));
+    switch (value.type()) {
+      case dynamo::AttributeType::s:
+      case dynamo::AttributeType::n:
+      case dynamo::AttributeType::b: text(value.text()); break;
+      case dynamo::AttributeType::boolean: byte(value.as_bool() ? 1 : 0); break;
+      case dynamo::AttributeType::null: break;
+      case dynamo::AttributeType::m: item(value.as_map()); break;
+      case dynamo::AttributeType::l:
+        count(value.as_list().size());
+        for (const auto& element : value.as_list()) this->value(element);
+        break;
+      case dynamo::AttributeType::ss:
+      case dynamo::AttributeType::ns:
+      case dynamo::AttributeType::bs:
+        count(value.as_set().size());
+        for (const auto& member : value.as_set()) text(member);
+        break;
+    }
+  }
+  void item(const Item& item) {
+    count(item.size());
+    for (const auto& [name, member] : item) {
+      text(name);
+      value(member);
+    }
+  }
+  void condition(const dynamo::TransactCondition& condition) {
+    text(condition.table_name);
+    byte(condition.condition_expression.has_value() ? 1 : 0);
+    if (condition.condition_expression) text(*condition.condition_expression);
+    count(condition.expression_attribute_names.size());
+    for (const auto& [key, name] : condition.expression_attribute_names) {
+      text(key);
+      text(name);
+    }
+    count(condition.expression_attribute_values.size());
+    for (const auto& [key, member] : condition.expression_attribute_values) {
+      text(key);
+      value(member);
+    }
+    byte(static_cast<uint8_t>(condition.return_values_on_condition_check_failure));
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+}  // namespace
+
+store_detail::PayloadFingerprint store_detail::fingerprint(const std::vector<dynamo::TransactWriteItem>& items) {
+  PayloadEncoder encoder;
+  encoder.count(items.size());
+  for (const auto& action : items) {
+    encoder.byte(static_cast<uint8_t>(action.index()));
+    std::visit(
+        [&](const auto& typed) {
+          using Action = std::decay_t<decltype(typed)>;
+          if constexpr (std::is_same_v<Action, dynamo::TransactPut>) {
+            encoder.item(typed.item);
+          } else {
+            encoder.item(typed.key);
+          }
+          if constexpr (std::is_same_v<Action, dynamo::TransactUpdate>) encoder.text(typed.update_expression);
+          encoder.condition(typed.condition);
+        },
+        action);
+  }
+  // FNV-1a, and a multiply-xorshift fold: unrelated, so one collision does
+  // not imply the other.
+  PayloadFingerprint out{0xCBF29CE484222325ULL, 0x6C65617365707266ULL};
+  for (char c : encoder.bytes()) {
+    out.first = (out.first ^ static_cast<uint8_t>(c)) * 0x100000001B3ULL;
+    out.second = (out.second ^ static_cast<uint8_t>(c)) * 0x9E3779B97F4A7C15ULL;
+    out.second ^= out.second >> 29;
+  }
+  return out;
+}
+
+namespace {
+
 DynamoError idempotent_mismatch() {
   return DynamoError{std::string(dynamo::error_type::idempotent_parameter_mismatch),
                      "DynamoDB rejected the request because you retried a request with a different payload but "
@@ -252,7 +346,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
   if (request.client_request_token) {
     const auto token = tokens.find(*request.client_request_token);
     if (token != tokens.end() && now < token->second.at + store_detail::idempotency_window) {
-      if (token->second.items != request.transact_items) return idempotent_mismatch();
+      if (token->second.payload != store_detail::fingerprint(request.transact_items)) return idempotent_mismatch();
       // A retry of a transaction that succeeded: success, nothing applied again.
       for (const auto& name : touched) ++account(name).idempotent_replays;
       return dynamo::Response{dynamo::TransactWriteItemsResponse{}};
@@ -330,7 +424,8 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     }
   }
   if (request.client_request_token) {
-    tokens[*request.client_request_token] = store_detail::TokenRecord{request.transact_items, now};
+    tokens[*request.client_request_token] =
+        store_detail::TokenRecord{store_detail::fingerprint(request.transact_items), now};
     token_expiry.emplace_back(now, *request.client_request_token);
   }
   dynamo::TransactWriteItemsResponse response;

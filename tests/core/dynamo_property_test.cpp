@@ -191,5 +191,18 @@ RC_GTEST_PROP(DynamoProperty, ItemsSurviveTheCodec, ()) {
   RC_ASSERT(*reparsed == encode(item));
 }
 
+// compare_values orders canonical integers without parsing them; the order
+// must be the numeric one, also against non-integers that take the slow path.
+RC_GTEST_PROP(DynamoNumberOrder, IntegerFastPathAgreesWithNumericOrder, (int64_t a, int64_t b)) {
+  const auto order = compare_values(AttributeValue::number(a), AttributeValue::number(b));
+  RC_ASSERT(order.has_value());
+  RC_ASSERT(*order == (a <=> b));
+  const std::string fraction = std::to_string(b) + ".5";  // b + 0.5 (b - 0.5 when negative)
+  const auto mixed = compare_values(AttributeValue::number(a), AttributeValue::number(fraction));
+  const auto expected = *Decimal::parse(std::to_string(a)) <=> *Decimal::parse(fraction);
+  RC_ASSERT(mixed.has_value());
+  RC_ASSERT(*mixed == expected);
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

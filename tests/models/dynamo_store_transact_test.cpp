@@ -1,7 +1,10 @@
 // DynamoStore: TransactWriteItems (all or nothing, cancellation reasons,
 // idempotency tokens) and BatchWriteItem (limits, unprocessed items).
 
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -79,6 +82,53 @@ TEST_F(DynamoStoreTransact, RetryWithTheSameTokenDoesNotApplyAgain) {
   // After the 10-minute window the token is forgotten: the same request applies again.
   ASSERT_TRUE(store_.apply(increment("t-1"), now_ + Duration::from_min(11)).ok());
   EXPECT_EQ(store_.peek("leases", {{"pk", S("counter")}})->at("hits"), N(2));
+}
+
+// The store keeps a fingerprint of each token's payload, not a copy: a change
+// to any one field of any action must still count as a different payload.
+TEST_F(DynamoStoreTransact, ARetryDifferingInAnyFieldIsAMismatch) {
+  auto base = [] {
+    dynamo::TransactWriteItemsRequest request;
+    auto condition = on("leases", "attribute_not_exists(#p) OR v = :v", {{":v", N(1)}});
+    condition.expression_attribute_names = {{"#p", "pk"}};
+    request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("a")}, {"m", dynamo::AttributeValue::map({{"x", N(1)}})}}, condition});
+    request.transact_items.push_back(dynamo::TransactUpdate{{{"pk", S("b")}}, "SET v = :v", on("leases", {}, {{":v", N(2)}})});
+    request.transact_items.push_back(dynamo::TransactDelete{{{"pk", S("c")}}, on("leases")});
+    request.transact_items.push_back(dynamo::TransactConditionCheck{{{"pk", S("d")}}, on("leases", "attribute_not_exists(pk)")});
+    request.client_request_token = "same-token";
+    return request;
+  };
+  using Change = std::function<void(dynamo::TransactWriteItemsRequest&)>;
+  const std::vector<std::pair<std::string, Change>> changes = {
+      {"put item value", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).item["pk"] = S("a2"); }},
+      {"nested map", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).item["m"] = dynamo::AttributeValue::map({{"x", N(2)}}); }},
+      {"value type", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).item["m"] = S("x"); }},
+      {"condition text", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).condition.condition_expression = "attribute_not_exists(#p) OR v <> :v"; }},
+      {"names", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).condition.expression_attribute_names["#p"] = "sk"; }},
+      {"values", [](auto& r) { std::get<dynamo::TransactPut>(r.transact_items[0]).condition.expression_attribute_values[":v"] = N(3); }},
+      {"return values on failure", [](auto& r) {
+         std::get<dynamo::TransactPut>(r.transact_items[0]).condition.return_values_on_condition_check_failure =
+             dynamo::ReturnValuesOnConditionCheckFailure::all_old; }},
+      {"update expression", [](auto& r) { std::get<dynamo::TransactUpdate>(r.transact_items[1]).update_expression = "SET w = :v"; }},
+      {"update key", [](auto& r) { std::get<dynamo::TransactUpdate>(r.transact_items[1]).key["pk"] = S("b2"); }},
+      {"table", [](auto& r) { std::get<dynamo::TransactDelete>(r.transact_items[2]).condition.table_name = "other"; }},
+      {"action kind", [](auto& r) {
+         r.transact_items[2] = dynamo::TransactConditionCheck{{{"pk", S("c")}}, on("leases")}; }},
+      {"order", [](auto& r) { std::swap(r.transact_items[2], r.transact_items[3]); }},
+      {"one action fewer", [](auto& r) { r.transact_items.pop_back(); }},
+  };
+  auto other = leases_table();
+  other.table_name = "other";
+  ASSERT_TRUE(store_.apply(other, now_).ok());
+  ASSERT_TRUE(store_.apply(base(), now_).ok());
+  ASSERT_TRUE(store_.apply(base(), now_ + Duration::from_s(1)).ok());  // the same payload is a replay
+  EXPECT_EQ(store_.accounting("leases").idempotent_replays, 1);
+  for (const auto& [name, change] : changes) {
+    auto request = base();
+    change(request);
+    EXPECT_EQ(error_type(store_.apply(request, now_ + Duration::from_s(2))), "IdempotentParameterMismatchException")
+        << name;
+  }
 }
 
 TEST_F(DynamoStoreTransact, RejectsMoreThanOneHundredActions) {

@@ -70,11 +70,36 @@ bool values_equal(const AttributeValue& a, const AttributeValue& b) {
   LP_UNREACHABLE("attribute type {}", static_cast<int>(a.type()));
 }
 
+namespace {
+
+// "0", or an optional '-' and digits without a leading zero: the canonical
+// text of an integer, whose order needs no decimal parsing.
+bool plain_integer(std::string_view text) {
+  const std::size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (text.size() == start) return false;
+  if (text[start] == '0') return text == "0";
+  return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(start), text.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::strong_ordering compare_plain_integers(std::string_view a, std::string_view b) {
+  const bool a_negative = a[0] == '-';
+  const bool b_negative = b[0] == '-';
+  if (a_negative != b_negative) return a_negative ? std::strong_ordering::less : std::strong_ordering::greater;
+  // Same sign: more digits is larger in magnitude, then digits bytewise.
+  std::strong_ordering magnitude = a.size() <=> b.size();
+  if (magnitude == 0) magnitude = a.compare(b) <=> 0;
+  return a_negative ? 0 <=> magnitude : magnitude;
+}
+
+}  // namespace
+
 std::optional<std::strong_ordering> compare_values(const AttributeValue& a, const AttributeValue& b) {
   if (a.type() != b.type()) return std::nullopt;
   switch (a.type()) {
     case AttributeType::s: return a.text().compare(b.text()) <=> 0;  // bytewise, unsigned: UTF-8 order
     case AttributeType::n: {
+      if (plain_integer(a.text()) && plain_integer(b.text())) return compare_plain_integers(a.text(), b.text());
       auto left = Decimal::parse(a.text());
       auto right = Decimal::parse(b.text());
       if (!left || !right) return std::nullopt;

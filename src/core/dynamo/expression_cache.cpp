@@ -137,7 +137,9 @@ ExpressionContext ExpressionContext::borrowing(const ExpressionAttributeNames& n
 }
 
 const ExpressionCache::Entry* ExpressionContext::cached(ExpressionKind kind, std::string_view text) {
-  if (cache_ == nullptr || !cacheable(text)) return nullptr;
+  // No cacheable() check here: an uncacheable text is never stored, so it
+  // simply misses.
+  if (cache_ == nullptr) return nullptr;
   const ExpressionCache::Entry* entry = cache_->find(kind, text, *names_, *values_);
   if (entry == nullptr) return nullptr;
   used_names_.insert(entry->used_names.begin(), entry->used_names.end());
