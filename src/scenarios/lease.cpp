@@ -144,6 +144,54 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
           {GapCause::graceful, graceful}};
 }
 
+nlohmann::json milliseconds(Duration duration) { return static_cast<double>(duration.ns()) / 1e6; }
+
+// What a sweep report needs from one run: every ended ownerless gap by cause
+// (with its bound), and DynamoDB's consumed capacity and requests per table
+// and index. Reports aggregate these over seeds (docs/reports.md).
+nlohmann::json lease_metrics(const LeaseScenarioOptions& o, const properties::LeaseCheckers& checkers,
+                             const std::map<GapCause, RecoveryBound>& bounds, const models::DynamoStore& store) {
+  nlohmann::json recovery = nlohmann::json::object();
+  for (const properties::OwnerlessGap& gap : checkers.recovery().gaps()) {
+    if (!gap.ended || gap.cause == GapCause::initial || gap.cause == GapCause::stopped) continue;
+    nlohmann::json& cause = recovery[std::string{properties::to_string(gap.cause)}];
+    if (cause.is_null()) {
+      cause = {{"gaps_ms", nlohmann::json::array()}, {"excused_gaps_ms", nlohmann::json::array()}};
+      if (const auto bound = bounds.find(gap.cause); bound != bounds.end()) {
+        cause["bound_ms"] = milliseconds(bound->second.total());
+      }
+    }
+    // Excused gaps overlapped another fault, so their length is not the
+    // cause's alone: listed apart.
+    const bool excused = gap.verdict == properties::OwnerlessGap::Verdict::excused;
+    cause[excused ? "excused_gaps_ms" : "gaps_ms"].push_back(milliseconds(*gap.ended - gap.began));
+  }
+  nlohmann::json tables = nlohmann::json::object();
+  for (const auto& [name, accounting] : store.all_accounting()) {
+    nlohmann::json indexes = nlohmann::json::object();
+    for (const auto& [index, units] : accounting.indexes) {
+      indexes[index] = {{"wcu", units.write_units}, {"rcu", static_cast<double>(units.read_half_units) / 2}};
+    }
+    tables[name] = {{"wcu", accounting.table.write_units},
+                    {"rcu", static_cast<double>(accounting.table.read_half_units) / 2},
+                    {"indexes", indexes},
+                    {"requests",
+                     {{"GetItem", accounting.get_item},
+                      {"PutItem", accounting.put_item},
+                      {"UpdateItem", accounting.update_item},
+                      {"DeleteItem", accounting.delete_item},
+                      {"Query", accounting.query},
+                      {"BatchWriteItem", accounting.batch_write_item},
+                      {"TransactWriteItems", accounting.transact_write_items},
+                      {"Scan", accounting.scan}}},
+                    {"throttled", accounting.throttled_requests},
+                    {"conditional_check_failures", accounting.conditional_check_failures}};
+  }
+  return {{"recovery", recovery},
+          {"dynamodb", {{"tables", tables}, {"simulated_s", static_cast<double>(o.duration.ns()) / 1e9}}},
+          {"fleet", {{"workers", o.workers}, {"connections", o.connections}}}};
+}
+
 // Streaming: the hub (and relay) nodes, the sink, the hub faults and the
 // stream checkers. Lives as long as the run.
 struct Streaming {
@@ -382,6 +430,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.summary = checkers.summary();
   if (streaming) finish_streaming(o, *streaming, result);
   for (const auto& [name, count] : notes) result.counters.emplace_back(name, count);
+  result.metrics = lease_metrics(o, checkers, bounds, store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {

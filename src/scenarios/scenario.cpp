@@ -65,6 +65,7 @@ void configure_trace(sim::World& world, const RunConfig& config) {
   world.trace().set_jsonl_output(config.trace_jsonl);
   world.trace().keep_digests(config.keep_digests);
   world.trace().keep_lines(config.keep_lines);
+  if (config.observe_trace) config.observe_trace(world.trace());
 }
 
 RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options) {
@@ -149,6 +150,7 @@ DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
   config.keep_digests = true;
   config.keep_lines = false;
   config.trace_jsonl = nullptr;
+  config.observe_trace = nullptr;  // an observer would see both runs
   auto [first, second] = run_pair(scenario, config, perturb_second);
   DeterminismCheck check;
   check.first_hash = first.trace_hash;
@@ -168,6 +170,11 @@ DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
   check.first_event = line(again_first, check.divergent_index);
   check.second_event = line(again_second, check.divergent_index);
   return check;
+}
+
+std::string violation_kind(std::string_view violation) {
+  const std::size_t colon = violation.find(':');
+  return std::string{colon == std::string_view::npos ? violation : violation.substr(0, colon)};
 }
 
 std::string reproduce_command(const RunResult& result) {

@@ -204,5 +204,15 @@ RC_GTEST_PROP(DynamoNumberOrder, IntegerFastPathAgreesWithNumericOrder, (int64_t
   RC_ASSERT(*mixed == expected);
 }
 
+// Canonical integers skip the decimal round trip when numbers are
+// canonicalised; what they skip must have given the same text.
+RC_GTEST_PROP(DynamoNumberOrder, CanonicalIntegersAreLeftAsTheDecimalWouldPrintThem, (int64_t value, uint8_t zeros)) {
+  const std::string text = std::to_string(value) + std::string(zeros % 20, '0');  // up to 38 digits
+  const AttributeValue canonical = with_canonical_numbers(AttributeValue::number(text));
+  RC_ASSERT(canonical.text() == Decimal::parse(text)->to_string());
+  const std::string padded = "00" + std::to_string(value < 0 ? -(value / 10) : value) + ".0";  // not canonical
+  RC_ASSERT(with_canonical_numbers(AttributeValue::number(padded)).text() == Decimal::parse(padded)->to_string());
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

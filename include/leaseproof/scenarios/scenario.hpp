@@ -18,6 +18,7 @@
 #include <leaseproof/base/time.hpp>
 
 namespace leaseproof::sim {
+class Trace;
 class World;
 }
 
@@ -31,6 +32,10 @@ struct RunConfig {
   std::ostream* trace_jsonl = nullptr;
   bool keep_digests = false;  // per-event running hashes, to locate a divergence
   bool keep_lines = false;    // every event as a JSON line, in memory
+  // Called with the world's trace before anything runs, to add observers
+  // that see every event (the Perfetto writer, a timeline). Observers never
+  // change the run or its hash.
+  std::function<void(sim::Trace&)> observe_trace;
   // Called after the world is built and before it runs; tests use it to
   // perturb a run (for instance to prove the determinism check catches it).
   std::function<void(sim::World&)> before_run;
@@ -48,6 +53,9 @@ struct RunResult {
   uint64_t scheduler_events = 0;       // scheduler callbacks run
   std::vector<std::string> violations; // empty: the verdict is PASS
   std::vector<std::pair<std::string, uint64_t>> counters;  // coverage figures
+  // Figures for reports (sweep, gate), as JSON; lease scenarios fill
+  // "recovery", "dynamodb" and "fleet" (docs/reports.md). Empty otherwise.
+  nlohmann::json metrics = nlohmann::json::object();
   std::vector<uint64_t> digests;
   std::vector<std::string> lines;
 
@@ -65,7 +73,8 @@ struct Scenario {
   std::function<std::string(const RunConfig&)> validate;
 };
 
-// Applies the config's trace options (JSON lines, digests, lines) to a new world.
+// Applies the config's trace options (JSON lines, digests, lines, observers)
+// to a new world.
 void configure_trace(sim::World& world, const RunConfig& config);
 
 // The parts of a result every scenario fills the same way: seed, duration,
@@ -91,6 +100,10 @@ struct DeterminismCheck {
 };
 DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
                                    const std::function<void(sim::World&)>& perturb_second = {});
+
+// The property a violation's text names: the text before its first ':' (e.g.
+// "single ownership", "recovery", "liveness", "exactly-once").
+std::string violation_kind(std::string_view violation);
 
 // The command that reproduces a run, e.g.
 // "leaseproof run --seed 7 --scenario kernel --duration 10m0s".

@@ -211,7 +211,20 @@ std::strong_ordering Decimal::operator<=>(const Decimal& other) const {
 
 namespace {
 
+// "0", or an optional '-' and 1 to 38 digits without a leading zero: already
+// the canonical text of an integer, so parsing and printing it again would
+// give it back unchanged (most numbers a fleet writes: epochs, times, seqs).
+bool canonical_integer(std::string_view text) {
+  const std::size_t start = !text.empty() && text[0] == '-' ? 1 : 0;
+  const std::size_t digits = text.size() - start;
+  if (digits == 0 || digits > 38) return false;
+  if (text[start] == '0') return text == "0";
+  return std::all_of(text.begin() + static_cast<std::ptrdiff_t>(start), text.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::string canonical_text(const std::string& text) {
+  if (canonical_integer(text)) return text;
   auto number = Decimal::parse(text);
   return number ? number->to_string() : text;
 }
@@ -220,7 +233,9 @@ std::string canonical_text(const std::string& text) {
 
 AttributeValue with_canonical_numbers(AttributeValue value) {
   switch (value.type()) {
-    case AttributeType::n: return AttributeValue::number(canonical_text(value.text()));
+    case AttributeType::n:
+      if (canonical_integer(value.text())) return value;
+      return AttributeValue::number(canonical_text(value.text()));
     case AttributeType::ns:
       for (auto& member : value.as_set()) member = canonical_text(member);
       return value;
