@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds Debug and Release, and runs every test in
 # both: unit, property and sim tiers, the Debug-vs-Release trace-hash
-# comparison, and the tests against a real dynalite server (label 'real').
+# comparison, the property gate (Release), and the tests against a real
+# dynalite server (label 'real').
 # Ends with one line "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +53,17 @@ for seed in 7 8 123456789; do
     failed=$((failed + 1))
   fi
 done
+
+# The CI property gate: the regression runs, then new swarm seeds within a
+# budget that keeps CI short (docs/ci-gate.md). Counts as one check.
+echo "== property gate"
+if build/release/src/cli/leaseproof gate --seeds 300 --budget 150s --first-seed 100000 \
+     --regressions tests/gate/regressions.jsonl --no-record --junit build/release/gate-junit.xml; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: the property gate failed (JUnit: build/release/gate-junit.xml)" >&2
+  failed=$((failed + 1))
+fi
 
 if [[ -x scripts/dynalite.sh ]]; then
   echo "== tests against a real dynalite server"

@@ -18,111 +18,17 @@
 
 #include <leaseproof/scenarios/scenario.hpp>
 
+#include "cli_common.hpp"
 #include "dynamo_command.hpp"
+#include "gate_command.hpp"
+#include "report_commands.hpp"
 #include <leaseproof/sim/trace.hpp>
 
 namespace {
 
 using leaseproof::Duration;
 namespace scenarios = leaseproof::scenarios;
-
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
-using leaseproof::cli::UsageError;
-
-uint64_t parse_seed(const std::string& text, std::string_view flag) {
-  uint64_t value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) {
-    throw UsageError{fmt::format("{}: '{}' is not a seed; expected an unsigned 64-bit integer such as 7", flag, text)};
-  }
-  return value;
-}
-
-Duration parse_positive_duration(const std::string& text, std::string_view flag) {
-  auto duration = leaseproof::parse_duration(text);
-  if (!duration) {
-    throw UsageError{fmt::format(
-        "{}: '{}' is not a duration; expected a number with a unit (ns, us, ms, s, m, h), e.g. 90s, 10m, 1h30m",
-        flag, text)};
-  }
-  if (*duration <= Duration::zero()) {
-    throw UsageError{fmt::format("{}: '{}' must be longer than zero", flag, text)};
-  }
-  if (*duration > Duration::from_h(24 * 365)) {
-    throw UsageError{fmt::format("{}: '{}' is longer than the allowed maximum of 8760h", flag, text)};
-  }
-  return *duration;
-}
-
-std::pair<uint64_t, uint64_t> parse_seed_range(const std::string& text) {
-  const size_t dots = text.find("..");
-  if (dots == std::string::npos) {
-    throw UsageError{fmt::format("--seeds: '{}' is not a range; expected A..B with A <= B, e.g. 1..1000", text)};
-  }
-  const uint64_t first = parse_seed(text.substr(0, dots), "--seeds (start)");
-  const uint64_t last = parse_seed(text.substr(dots + 2), "--seeds (end)");
-  if (first > last) {
-    throw UsageError{fmt::format("--seeds: '{}' is empty; the start must not exceed the end", text)};
-  }
-  return {first, last};
-}
-
-const scenarios::Scenario& parse_scenario(const std::string& name) {
-  if (const scenarios::Scenario* scenario = scenarios::find_scenario(name)) return *scenario;
-  std::string known;
-  for (const auto& s : scenarios::scenarios()) known += (known.empty() ? "" : ", ") + std::string{s.name};
-  throw UsageError{fmt::format("--scenario: unknown scenario '{}'; known: {}", name, known)};
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// ---- run ---------------------------------------------------------------------
-
-struct RunArgs {
-  std::string seed;
-  std::string scenario = "lease-swarm";
-  std::string trace_path;
-  std::string duration;
-  std::string params;       // JSON object
-  std::string config_path;  // JSON file
-  std::string algorithm;    // shorthand for params {"algorithm": ...}
-  std::string expiry;
-};
-
-// Scenario parameters from --config FILE, then --params JSON, then the
-// shorthand flags; each later source overrides fields of the earlier.
-nlohmann::json scenario_parameters(const RunArgs& args) {
-  nlohmann::json parameters = nlohmann::json::object();
-  auto merge = [&](const std::string& text, std::string_view source) {
-    nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded() || !json.is_object()) {
-      throw UsageError{fmt::format("{}: not a JSON object", source)};
-    }
-    for (const auto& [key, value] : json.items()) parameters[key] = value;
-  };
-  if (!args.config_path.empty()) {
-    std::ifstream in{args.config_path};
-    if (!in) throw UsageError{fmt::format("--config: cannot read '{}'", args.config_path)};
-    std::stringstream text;
-    text << in.rdbuf();
-    merge(text.str(), fmt::format("--config '{}'", args.config_path));
-  }
-  if (!args.params.empty()) merge(args.params, "--params");
-  if (!args.algorithm.empty()) parameters["algorithm"] = args.algorithm;
-  if (!args.expiry.empty()) parameters["expiry"] = args.expiry;
-  return parameters;
-}
-
-void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config) {
-  if (!scenario.validate) return;
-  if (std::string error = scenario.validate(config); !error.empty()) {
-    throw UsageError{fmt::format("scenario {}: {}", scenario.name, error)};
-  }
-}
+using namespace leaseproof::cli;  // the command helpers (cli_common.hpp)
 
 void print_result(const scenarios::RunResult& result, double wall_seconds) {
   fmt::print("options: {}\n", result.options);
@@ -143,7 +49,8 @@ void print_result(const scenarios::RunResult& result, double wall_seconds) {
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
 }
 
-int run_command(const RunArgs& args) {
+// The scenario and configuration that `run`'s flags name (`timeline` takes the same).
+std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run(const RunArgs& args) {
   scenarios::RunConfig config;
   config.seed = parse_seed(args.seed, "--seed");
   const scenarios::Scenario& scenario = parse_scenario(args.scenario);
@@ -151,6 +58,12 @@ int run_command(const RunArgs& args) {
                                           : parse_positive_duration(args.duration, "--duration");
   config.parameters = scenario_parameters(args);
   validate_config(scenario, config);
+  return {&scenario, std::move(config)};
+}
+
+int run_command(const RunArgs& args) {
+  auto [scenario_found, config] = resolve_run(args);
+  const scenarios::Scenario& scenario = *scenario_found;
   // The trace goes to a temporary file, renamed into place only when the run
   // completed: a reader never sees half a trace under the requested name.
   std::ofstream trace_file;
@@ -160,6 +73,8 @@ int run_command(const RunArgs& args) {
     if (!trace_file) throw UsageError{fmt::format("--trace: cannot write '{}'", args.trace_path)};
     config.trace_jsonl = &trace_file;
   }
+  std::unique_ptr<leaseproof::report::PerfettoFile> perfetto;
+  if (!args.perfetto_path.empty()) perfetto = leaseproof::cli::open_perfetto(args.perfetto_path, config);
   fmt::print("leaseproof run: scenario {}, seed {}, duration {}\n", scenario.name, config.seed,
              leaseproof::format_duration(*config.duration));
   std::fflush(stdout);
@@ -176,8 +91,21 @@ int run_command(const RunArgs& args) {
     std::filesystem::rename(temporary, args.trace_path);
     fmt::print("trace: {} ({} events, JSON lines; format in docs/trace-format.md)\n", args.trace_path, result.events);
   }
+  if (perfetto && !leaseproof::cli::commit_perfetto(*perfetto, result)) return kExitFailed;
   print_result(result, wall_seconds);
   return result.passed() ? 0 : kExitFailed;
+}
+
+// ---- timeline ------------------------------------------------------------------
+
+struct TimelineArgs {
+  RunArgs run;  // --seed, --scenario, --duration and the parameter flags
+  std::string connection;
+};
+
+int timeline_command(const TimelineArgs& args) {
+  auto [scenario, config] = resolve_run(args.run);
+  return leaseproof::cli::timeline_command(*scenario, std::move(config), args.connection);
 }
 
 // ---- check-determinism -------------------------------------------------------
@@ -190,19 +118,6 @@ struct DeterminismArgs {
   bool print_hashes = false;
   unsigned jobs = 0;  // 0: one per core
 };
-
-// Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
-template <typename Body>
-void parallel_for(uint64_t count, unsigned jobs, Body body) {
-  std::atomic<uint64_t> next{0};
-  std::vector<std::thread> workers;
-  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
-    workers.emplace_back([&] {
-      for (uint64_t i = next++; i < count; i = next++) body(i);
-    });
-  }
-  for (std::thread& worker : workers) worker.join();
-}
 
 // A seed range of one scenario with one set of parameters, validated.
 struct SeedRangeJob {
@@ -343,18 +258,24 @@ int main(int argc, char** argv) {
       ->type_name("NAME");
   run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)")
       ->type_name("FILE");
+  run->add_option("--perfetto", run_args.perfetto_path,
+                  "Write the run as a Perfetto trace (JSON) to FILE, for https://ui.perfetto.dev (docs/perfetto.md)")
+      ->type_name("FILE");
   run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)")
       ->type_name("DURATION");
-  auto add_parameter_flags = [](CLI::App* command, RunArgs& target) {
-    command->add_option("--params", target.params, "Scenario parameters as a JSON object (docs/scenarios.md)")
-        ->type_name("JSON");
-    command->add_option("--config", target.config_path, "Scenario parameters from a JSON file")->type_name("FILE");
-    command->add_option("--algorithm", target.algorithm, "Lease algorithm: core (this project's) or seed (the articles')")
-        ->check(CLI::IsMember({"core", "seed"}));
-    command->add_option("--expiry", target.expiry, "Expiry mode of the core: wall or counter")
-        ->check(CLI::IsMember({"wall", "counter"}));
-  };
   add_parameter_flags(run, run_args);
+
+  TimelineArgs timeline_args;
+  CLI::App* timeline = app.add_subcommand(
+      "timeline", "Run one seeded simulation and print one connection's timeline (requests, ownership, faults)");
+  timeline->add_option("--seed", timeline_args.run.seed, "Root seed (unsigned 64-bit integer)")->required()->type_name("N");
+  timeline->add_option("--scenario", timeline_args.run.scenario, "Scenario name (see 'leaseproof scenarios')")
+      ->capture_default_str()
+      ->type_name("NAME");
+  timeline->add_option("--duration", timeline_args.run.duration, "Simulated time (default: the scenario's)")
+      ->type_name("DURATION");
+  timeline->add_option("--connection", timeline_args.connection, "The connection, e.g. c17")->required()->type_name("ID");
+  add_parameter_flags(timeline, timeline_args.run);
 
   DeterminismArgs det_args;
   CLI::App* det = app.add_subcommand("check-determinism", "Run each seed twice and compare trace hashes");
@@ -377,6 +298,9 @@ int main(int argc, char** argv) {
       ->type_name("DURATION");
   check->add_option("--jobs", check_args.jobs, "Threads (default: one per core)")->check(CLI::Range(1u, 256u))->type_name("N");
   add_parameter_flags(check, check_args.parameters);
+
+  GateArgs gate_args;
+  CLI::App* gate = add_gate_command(app, gate_args);
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
@@ -408,9 +332,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (run->parsed()) return run_command(run_args);
+    if (timeline->parsed()) return timeline_command(timeline_args);
     if (det->parsed()) return check_determinism_command(det_args);
     if (list->parsed()) return list_scenarios();
     if (check->parsed()) return check_command(check_args);
+    if (gate->parsed()) return gate_command(gate_args);
     if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);

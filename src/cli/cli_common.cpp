@@ -1,0 +1,101 @@
+#include "cli_common.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace leaseproof::cli {
+
+uint64_t parse_seed(const std::string& text, std::string_view flag) {
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size()) {
+    throw UsageError{fmt::format("{}: '{}' is not a seed; expected an unsigned 64-bit integer such as 7", flag, text)};
+  }
+  return value;
+}
+
+Duration parse_positive_duration(const std::string& text, std::string_view flag) {
+  auto duration = parse_duration(text);
+  if (!duration) {
+    throw UsageError{fmt::format(
+        "{}: '{}' is not a duration; expected a number with a unit (ns, us, ms, s, m, h), e.g. 90s, 10m, 1h30m",
+        flag, text)};
+  }
+  if (*duration <= Duration::zero()) {
+    throw UsageError{fmt::format("{}: '{}' must be longer than zero", flag, text)};
+  }
+  if (*duration > Duration::from_h(24 * 365)) {
+    throw UsageError{fmt::format("{}: '{}' is longer than the allowed maximum of 8760h", flag, text)};
+  }
+  return *duration;
+}
+
+std::pair<uint64_t, uint64_t> parse_seed_range(const std::string& text) {
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos) {
+    throw UsageError{fmt::format("--seeds: '{}' is not a range; expected A..B with A <= B, e.g. 1..1000", text)};
+  }
+  const uint64_t first = parse_seed(text.substr(0, dots), "--seeds (start)");
+  const uint64_t last = parse_seed(text.substr(dots + 2), "--seeds (end)");
+  if (first > last) {
+    throw UsageError{fmt::format("--seeds: '{}' is empty; the start must not exceed the end", text)};
+  }
+  return {first, last};
+}
+
+const scenarios::Scenario& parse_scenario(const std::string& name) {
+  if (const scenarios::Scenario* scenario = scenarios::find_scenario(name)) return *scenario;
+  std::string known;
+  for (const auto& s : scenarios::scenarios()) known += (known.empty() ? "" : ", ") + std::string{s.name};
+  throw UsageError{fmt::format("--scenario: unknown scenario '{}'; known: {}", name, known)};
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Scenario parameters from --config FILE, then --params JSON, then the
+// shorthand flags; each later source overrides fields of the earlier.
+nlohmann::json scenario_parameters(const RunArgs& args) {
+  nlohmann::json parameters = nlohmann::json::object();
+  auto merge = [&](const std::string& text, std::string_view source) {
+    nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object()) {
+      throw UsageError{fmt::format("{}: not a JSON object", source)};
+    }
+    for (const auto& [key, value] : json.items()) parameters[key] = value;
+  };
+  if (!args.config_path.empty()) {
+    std::ifstream in{args.config_path};
+    if (!in) throw UsageError{fmt::format("--config: cannot read '{}'", args.config_path)};
+    std::stringstream text;
+    text << in.rdbuf();
+    merge(text.str(), fmt::format("--config '{}'", args.config_path));
+  }
+  if (!args.params.empty()) merge(args.params, "--params");
+  if (!args.algorithm.empty()) parameters["algorithm"] = args.algorithm;
+  if (!args.expiry.empty()) parameters["expiry"] = args.expiry;
+  return parameters;
+}
+
+void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config) {
+  if (!scenario.validate) return;
+  if (std::string error = scenario.validate(config); !error.empty()) {
+    throw UsageError{fmt::format("scenario {}: {}", scenario.name, error)};
+  }
+}
+
+void add_parameter_flags(CLI::App* command, RunArgs& target) {
+  command->add_option("--params", target.params, "Scenario parameters as a JSON object (docs/scenarios.md)")
+      ->type_name("JSON");
+  command->add_option("--config", target.config_path, "Scenario parameters from a JSON file")->type_name("FILE");
+  command->add_option("--algorithm", target.algorithm, "Lease algorithm: core (this project's) or seed (the articles')")
+      ->check(CLI::IsMember({"core", "seed"}));
+  command->add_option("--expiry", target.expiry, "Expiry mode of the core: wall or counter")
+      ->check(CLI::IsMember({"wall", "counter"}));
+}
+
+}  // namespace leaseproof::cli

@@ -1,0 +1,72 @@
+#pragma once
+// What the `leaseproof` commands share: exit codes, parsing of seeds,
+// durations, scenarios and scenario parameters (with errors that name the
+// flag), and running independent seeds on several threads.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <leaseproof/base/time.hpp>
+#include <leaseproof/scenarios/scenario.hpp>
+
+#include "dynamo_command.hpp"  // UsageError
+
+namespace leaseproof::cli {
+
+constexpr int kExitFailed = 1;  // a run failed its checks, diverged, or a file could not be written
+constexpr int kExitUsage = 2;   // bad input: an unknown flag, a malformed value
+
+uint64_t parse_seed(const std::string& text, std::string_view flag);
+Duration parse_positive_duration(const std::string& text, std::string_view flag);
+// "A..B", inclusive, A <= B.
+std::pair<uint64_t, uint64_t> parse_seed_range(const std::string& text);
+const scenarios::Scenario& parse_scenario(const std::string& name);
+double seconds_since(std::chrono::steady_clock::time_point start);
+
+// The flags of `run` (and of the commands that take a scenario's parameters).
+struct RunArgs {
+  std::string seed;
+  std::string scenario = "lease-swarm";
+  std::string trace_path;
+  std::string perfetto_path;
+  std::string duration;
+  std::string params;       // JSON object
+  std::string config_path;  // JSON file
+  std::string algorithm;    // shorthand for params {"algorithm": ...}
+  std::string expiry;
+};
+
+// --params, --config, --algorithm, --expiry.
+void add_parameter_flags(CLI::App* command, RunArgs& target);
+
+// Scenario parameters from --config FILE, then --params JSON, then the
+// shorthand flags; each later source overrides fields of the earlier.
+nlohmann::json scenario_parameters(const RunArgs& args);
+
+// Throws UsageError with the scenario's message when it rejects the config.
+void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config);
+
+// Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
+template <typename Body>
+void parallel_for(uint64_t count, unsigned jobs, Body body) {
+  std::atomic<uint64_t> next{0};
+  std::vector<std::thread> workers;
+  for (unsigned j = 0; j < std::min<uint64_t>(jobs, count); ++j) {
+    workers.emplace_back([&] {
+      for (uint64_t i = next++; i < count; i = next++) body(i);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+}
+
+}  // namespace leaseproof::cli

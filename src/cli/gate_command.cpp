@@ -1,0 +1,346 @@
+// `leaseproof gate`: runs the regression seeds (runs that once failed), then
+// new seeds of the swarm until a seed count or a wall-time budget, and fails
+// on any violation. Writes JUnit XML for CI systems and appends new failures
+// to the regression file, so a seed that failed once is re-run forever.
+
+#include "gate_command.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include <leaseproof/base/time.hpp>
+
+namespace leaseproof::cli {
+
+namespace {
+
+// One run the gate makes: a regression entry or a new seed.
+struct GateRun {
+  std::string scenario;
+  uint64_t seed = 0;
+  Duration duration;
+  nlohmann::json parameters = nlohmann::json::object();
+  bool regression = false;
+
+  auto key() const { return std::tuple{scenario, seed, duration.ns(), parameters.dump()}; }
+};
+
+struct GateOutcome {
+  bool ran = false;
+  scenarios::RunResult result;
+  double seconds = 0;
+};
+
+// Regression file: one JSON object per line,
+//   {"scenario": "lease-swarm", "seed": 462, "duration": "10m0s", "parameters": {}, "kind": "recovery"}
+// ("kind" is informative). Blank lines and lines starting with '#' are skipped.
+std::vector<GateRun> read_regressions(const std::string& path) {
+  std::vector<GateRun> runs;
+  if (path.empty() || !std::filesystem::exists(path)) return runs;
+  std::ifstream in{path};
+  if (!in) throw UsageError{fmt::format("--regressions: cannot read '{}'", path)};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty() || line[0] == '#') continue;
+    auto fail = [&](std::string_view what) {
+      return UsageError{fmt::format("--regressions: '{}' line {}: {}", path, number, what)};
+    };
+    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (entry.is_discarded() || !entry.is_object()) throw fail("not a JSON object");
+    if (!entry.contains("scenario") || !entry["scenario"].is_string()) throw fail("\"scenario\" must be a string");
+    if (!entry.contains("seed") || !entry["seed"].is_number_unsigned()) {
+      throw fail("\"seed\" must be an unsigned integer");
+    }
+    GateRun run;
+    run.regression = true;
+    run.scenario = entry["scenario"].get<std::string>();
+    if (scenarios::find_scenario(run.scenario) == nullptr) throw fail(fmt::format("unknown scenario '{}'", run.scenario));
+    run.seed = entry["seed"].get<uint64_t>();
+    const scenarios::Scenario& scenario = *scenarios::find_scenario(run.scenario);
+    run.duration = scenario.default_duration;
+    if (entry.contains("duration")) {
+      if (!entry["duration"].is_string()) throw fail("\"duration\" must be a string such as \"10m\"");
+      const auto duration = parse_duration(entry["duration"].get<std::string>());
+      if (!duration || *duration <= Duration::zero()) throw fail("\"duration\" is not a positive duration");
+      run.duration = *duration;
+    }
+    if (entry.contains("parameters")) {
+      if (!entry["parameters"].is_object()) throw fail("\"parameters\" must be a JSON object");
+      run.parameters = entry["parameters"];
+    }
+    for (const auto& [key, value] : entry.items()) {
+      if (key != "scenario" && key != "seed" && key != "duration" && key != "parameters" && key != "kind") {
+        throw fail(fmt::format("unknown field \"{}\" (allowed: scenario, seed, duration, parameters, kind)", key));
+      }
+    }
+    scenarios::RunConfig config;
+    config.seed = run.seed;
+    config.duration = run.duration;
+    config.parameters = run.parameters;
+    if (scenario.validate) {
+      if (std::string error = scenario.validate(config); !error.empty()) throw fail(error);
+    }
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+// Writes to PATH.tmp, then renames: a reader never sees half a file.
+bool write_whole_file(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out{temporary, std::ios::out | std::ios::trunc};
+    out << text;
+    out.close();
+    if (!out) {
+      std::filesystem::remove(temporary);
+      return false;
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  return !error;
+}
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 forbids most control characters, even escaped.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+          out += '?';
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// JUnit XML as Jenkins, GitLab and GitHub test reporters read it: one
+// testsuite per kind of run (regressions, new seeds), one testcase per run.
+std::string junit_xml(const std::vector<GateRun>& runs, const std::vector<GateOutcome>& outcomes, double seconds) {
+  struct Suite {
+    std::string name;
+    std::string cases;
+    uint64_t tests = 0;
+    uint64_t failures = 0;
+    double seconds = 0;
+  };
+  Suite suites[2] = {{"leaseproof.gate.regressions", {}, 0, 0, 0}, {"leaseproof.gate.seeds", {}, 0, 0, 0}};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!outcomes[i].ran) continue;
+    Suite& suite = suites[runs[i].regression ? 0 : 1];
+    const scenarios::RunResult& result = outcomes[i].result;
+    ++suite.tests;
+    suite.seconds += outcomes[i].seconds;
+    suite.cases += fmt::format("    <testcase classname=\"{}.{}\" name=\"seed {}\" time=\"{:.3f}\"", suite.name,
+                               xml_escape(runs[i].scenario), runs[i].seed, outcomes[i].seconds);
+    if (result.passed()) {
+      suite.cases += "/>\n";
+      continue;
+    }
+    ++suite.failures;
+    std::string body;
+    for (const std::string& violation : result.violations) body += violation + "\n";
+    body += "reproduce: " + scenarios::reproduce_command(result) + "\n";
+    suite.cases += fmt::format(">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                               xml_escape(scenarios::violation_kind(result.violations.front())),
+                               xml_escape(first_line(result.violations.front())), xml_escape(body));
+  }
+  std::string xml = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"leaseproof gate\" "
+                                "tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n",
+                                suites[0].tests + suites[1].tests, suites[0].failures + suites[1].failures, seconds);
+  for (const Suite& suite : suites) {
+    xml += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" "
+                       "time=\"{:.3f}\">\n{}  </testsuite>\n",
+                       suite.name, suite.tests, suite.failures, suite.seconds, suite.cases);
+  }
+  return xml + "</testsuites>\n";
+}
+
+std::string regression_line(const GateRun& run, const scenarios::RunResult& result) {
+  nlohmann::json entry{{"scenario", run.scenario},
+                       {"seed", run.seed},
+                       {"duration", format_duration(run.duration)},
+                       {"parameters", run.parameters},
+                       {"kind", scenarios::violation_kind(result.violations.front())}};
+  return entry.dump() + "\n";
+}
+
+// Appends the new failures that are not in the file yet.
+bool record_regressions(const std::string& path, const std::vector<GateRun>& runs,
+                        const std::vector<GateOutcome>& outcomes, uint64_t& added) {
+  std::set<std::tuple<std::string, uint64_t, int64_t, std::string>> known;
+  for (const GateRun& run : runs) {
+    if (run.regression) known.insert(run.key());
+  }
+  std::string existing;
+  if (std::filesystem::exists(path)) {
+    std::ifstream in{path};
+    std::stringstream text;
+    text << in.rdbuf();
+    existing = text.str();
+    if (!existing.empty() && existing.back() != '\n') existing += '\n';
+  } else {
+    existing = "# Runs that once failed the gate; `leaseproof gate --regressions FILE` re-runs them first.\n";
+  }
+  added = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].regression || !outcomes[i].ran || outcomes[i].result.passed()) continue;
+    if (!known.insert(runs[i].key()).second) continue;
+    existing += regression_line(runs[i], outcomes[i].result);
+    ++added;
+  }
+  return added == 0 || write_whole_file(path, existing);
+}
+
+}  // namespace
+
+CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
+  CLI::App* gate = app.add_subcommand(
+      "gate", "CI gate: re-run the regression seeds, then new swarm seeds until --seeds or --budget; fail on any violation");
+  gate->add_option("--seeds", args.seeds, "New seeds to run (from --first-seed)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->type_name("N");
+  gate->add_option("--first-seed", args.first_seed, "First new seed")->capture_default_str()->type_name("SEED");
+  gate->add_option("--budget", args.budget, "Wall-time budget for the new seeds, e.g. 60s, 10m (default: none)")
+      ->type_name("DURATION");
+  gate->add_option("--scenario", args.run.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
+  gate->add_option("--duration", args.run.duration, "Simulated time per run (default: the scenario's)")
+      ->type_name("DURATION");
+  add_parameter_flags(gate, args.run);
+  gate->add_option("--jobs", args.jobs, "Threads (default: one per core)")->check(CLI::Range(1u, 256u))->type_name("N");
+  gate->add_option("--junit", args.junit_path, "Write the results as JUnit XML to FILE")->type_name("FILE");
+  gate->add_option("--regressions", args.regressions_path,
+                   "Regression file (JSON lines): its runs go first; new failures are appended")
+      ->type_name("FILE");
+  gate->add_flag("--no-record", args.no_record, "Do not append new failures to the regression file");
+  return gate;
+}
+
+int gate_command(const GateArgs& args) {
+  const scenarios::Scenario& scenario = parse_scenario(args.run.scenario);
+  const uint64_t first_seed = parse_seed(args.first_seed, "--first-seed");
+  if (first_seed > UINT64_MAX - (args.seeds - 1)) {
+    throw UsageError{fmt::format("--first-seed: {} + {} seeds runs past the largest seed", first_seed, args.seeds)};
+  }
+  const Duration duration = args.run.duration.empty() ? scenario.default_duration
+                                                      : parse_positive_duration(args.run.duration, "--duration");
+  const std::optional<Duration> budget =
+      args.budget.empty() ? std::nullopt : std::optional{parse_positive_duration(args.budget, "--budget")};
+  const nlohmann::json parameters = scenario_parameters(args.run);
+  {
+    scenarios::RunConfig config;
+    config.seed = first_seed;
+    config.duration = duration;
+    config.parameters = parameters;
+    validate_config(scenario, config);
+  }
+  // Output files are checked before anything runs: a gate that cannot
+  // report must not spend its budget first.
+  for (const auto& [flag, path] : {std::pair{"--junit", &args.junit_path}, std::pair{"--regressions", &args.regressions_path}}) {
+    if (path->empty()) continue;
+    const std::filesystem::path parent = std::filesystem::absolute(*path).parent_path();
+    if (!std::filesystem::is_directory(parent)) {
+      throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, *path, parent.string())};
+    }
+  }
+  std::vector<GateRun> runs = read_regressions(args.regressions_path);
+  const size_t regressions = runs.size();
+  for (uint64_t i = 0; i < args.seeds; ++i) runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
+  const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
+  fmt::print("leaseproof gate: {} regression runs, then scenario {} seeds {}..{} (duration {}{}), {} threads\n",
+             regressions, scenario.name, first_seed, first_seed + args.seeds - 1, format_duration(duration),
+             budget ? fmt::format(", budget {}", format_duration(*budget)) : "", jobs);
+  std::fflush(stdout);
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<GateOutcome> outcomes(runs.size());
+  std::atomic<uint64_t> finished{0};
+  std::atomic<bool> out_of_budget{false};
+  parallel_for(runs.size(), jobs, [&](uint64_t i) {
+    // The budget bounds new seeds only: regressions always run.
+    if (!runs[i].regression && budget && seconds_since(start) >= static_cast<double>(budget->ns()) / 1e9) {
+      out_of_budget = true;
+      return;
+    }
+    const auto run_start = std::chrono::steady_clock::now();
+    scenarios::RunConfig config;
+    config.seed = runs[i].seed;
+    config.duration = runs[i].duration;
+    config.parameters = runs[i].parameters;
+    scenarios::RunResult result = scenarios::find_scenario(runs[i].scenario)->run(config);
+    result.digests.clear();
+    result.lines.clear();
+    outcomes[i] = GateOutcome{true, std::move(result), seconds_since(run_start)};
+    const uint64_t done = ++finished;
+    if (done % 100 == 0) {
+      fmt::print("gate: {} runs done, {:.1f} s\n", done, seconds_since(start));
+      std::fflush(stdout);
+    }
+  });
+  const double seconds = seconds_since(start);
+
+  uint64_t counts[2][2] = {};  // [regression][failed]
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!outcomes[i].ran) continue;
+    const scenarios::RunResult& result = outcomes[i].result;
+    ++counts[runs[i].regression ? 1 : 0][result.passed() ? 0 : 1];
+    if (result.passed()) continue;
+    fmt::print("{} seed {}: FAIL ({}): {}\n  reproduce: {}\n", runs[i].regression ? "regression" : "new",
+               runs[i].seed, scenarios::violation_kind(result.violations.front()),
+               first_line(result.violations.front()), scenarios::reproduce_command(result));
+  }
+  const uint64_t new_ran = counts[0][0] + counts[0][1];
+  const uint64_t failed = counts[0][1] + counts[1][1];
+  fmt::print("gate: regressions {} passed, {} failed; new seeds {} of {} ran{}: {} passed, {} failed\n",
+             counts[1][0], counts[1][1], new_ran, args.seeds, out_of_budget ? " (budget reached)" : "", counts[0][0],
+             counts[0][1]);
+  fmt::print("gate: {} runs in {:.2f} s on {} threads: {:.1f} seeds/s\n", new_ran + counts[1][0] + counts[1][1],
+             seconds, jobs, static_cast<double>(new_ran + counts[1][0] + counts[1][1]) / std::max(seconds, 1e-9));
+
+  int status = failed == 0 ? 0 : kExitFailed;
+  if (!args.junit_path.empty()) {
+    if (write_whole_file(args.junit_path, junit_xml(runs, outcomes, seconds))) {
+      fmt::print("gate: JUnit XML written to {}\n", args.junit_path);
+    } else {
+      fmt::print(stderr, "leaseproof: error: cannot write the JUnit XML to '{}'\n", args.junit_path);
+      status = kExitFailed;
+    }
+  }
+  if (!args.regressions_path.empty() && !args.no_record && counts[0][1] > 0) {
+    uint64_t added = 0;
+    if (record_regressions(args.regressions_path, runs, outcomes, added)) {
+      fmt::print("gate: {} new failing runs added to {}\n", added, args.regressions_path);
+    } else {
+      fmt::print(stderr, "leaseproof: error: cannot update the regression file '{}'\n", args.regressions_path);
+      status = kExitFailed;
+    }
+  }
+  if (failed > 0) {
+    fmt::print("gate: FAIL ({} failing runs)\n", failed);
+  } else {
+    fmt::print("gate: {}\n", status == 0 ? "PASS" : "FAIL (every run passed, but a report could not be written)");
+  }
+  return status;
+}
+
+}  // namespace leaseproof::cli

@@ -1,0 +1,27 @@
+#pragma once
+// `leaseproof gate`: the CI property gate (docs/ci-gate.md).
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_common.hpp"
+
+namespace leaseproof::cli {
+
+struct GateArgs {
+  RunArgs run;              // --scenario, --duration and the parameter flags
+  uint64_t seeds = 1000;    // new seeds to run, from first_seed
+  std::string first_seed = "1";
+  std::string budget;       // wall time, e.g. 60s; empty: none
+  unsigned jobs = 0;        // 0: one per core
+  std::string junit_path;
+  std::string regressions_path;
+  bool no_record = false;   // do not add new failures to the regression file
+};
+
+// Registers the subcommand; returns it so main can test parsed().
+CLI::App* add_gate_command(CLI::App& app, GateArgs& args);
+int gate_command(const GateArgs& args);
+
+}  // namespace leaseproof::cli

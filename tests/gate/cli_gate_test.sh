@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `leaseproof gate` end to end: verdicts, exit codes, JUnit XML, the
+# regression file, the budget, and bad input. Usage: cli_gate_test.sh BINARY CASE
+set -euo pipefail
+bin=$1
+case_name=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+small='{"workers":3,"connections":50,"crash_every":"4m"}'
+# The articles' algorithm with a worker clock 16 s fast (lease 20 s, heartbeat 5 s) loses single ownership.
+unsafe='{"workers":3,"connections":50,"crash_every":"4m","algorithm":"seed","fast_worker_offset":"16s"}'
+
+case $case_name in
+  pass)
+    "$bin" gate --seeds 3 --scenario lease-crash --duration 10m --params "$small" --junit "$dir/j.xml" >"$dir/out" \
+      || fail "a passing gate exited $?"
+    grep -q '^gate: PASS$' "$dir/out" || fail "no PASS line"
+    grep -q 'new seeds 3 of 3 ran: 3 passed, 0 failed' "$dir/out" || fail "counts: $(cat "$dir/out")"
+    grep -q '<testsuites name="leaseproof gate" tests="3" failures="0"' "$dir/j.xml" || fail "JUnit totals"
+    [[ $(grep -c '<testcase ' "$dir/j.xml") == 3 ]] || fail "JUnit testcases"
+    ;;
+  fail)
+    status=0
+    "$bin" gate --seeds 4 --scenario lease-crash --duration 10m --params "$unsafe" --junit "$dir/j.xml" \
+      --regressions "$dir/reg.jsonl" >"$dir/out" || status=$?
+    [[ $status == 1 ]] || fail "a failing gate exited $status"
+    grep -q 'FAIL (single ownership)' "$dir/out" || fail "no single-ownership failure: $(cat "$dir/out")"
+    grep -q 'reproduce: leaseproof run --seed ' "$dir/out" || fail "no reproduce line"
+    grep -q '<failure type="single ownership"' "$dir/j.xml" || fail "JUnit failure"
+    added=$(grep -c '"seed"' "$dir/reg.jsonl")
+    ((added >= 1)) || fail "no regression recorded"
+    # The next gate re-runs them first (they still fail) and adds no duplicates.
+    status=0
+    "$bin" gate --seeds 1 --scenario lease-crash --duration 10m --params "$small" --regressions "$dir/reg.jsonl" \
+      >"$dir/out2" || status=$?
+    [[ $status == 1 ]] || fail "regressions did not fail the second gate (exit $status)"
+    grep -q "regressions 0 passed, $added failed" "$dir/out2" || fail "regressions not re-run: $(cat "$dir/out2")"
+    [[ $(grep -c '"seed"' "$dir/reg.jsonl") == "$added" ]] || fail "duplicates added"
+    ;;
+  budget)
+    "$bin" gate --seeds 100000 --budget 2s --scenario lease-crash --duration 10m --params "$small" >"$dir/out" \
+      || fail "exit $?"
+    grep -q '(budget reached)' "$dir/out" || fail "budget not reported: $(tail -3 "$dir/out")"
+    grep -q 'seeds/s' "$dir/out" || fail "no throughput line"
+    ;;
+  bad)
+    expect_usage() {
+      local expected=$1; shift
+      local status=0
+      "$bin" gate "$@" >"$dir/out" 2>"$dir/err" || status=$?
+      [[ $status == 2 ]] || fail "gate $* exited $status, expected 2"
+      grep -q -- "$expected" "$dir/err" || fail "gate $*: message '$(cat "$dir/err")' lacks '$expected'"
+      [[ ! -s "$dir/out" ]] || fail "gate $* ran something: $(cat "$dir/out")"
+    }
+    printf '# ok\n{"scenario":"lease-swarm","seed":"7"}\n' >"$dir/bad.jsonl"
+    expect_usage "line 2: \"seed\" must be an unsigned integer" --regressions "$dir/bad.jsonl"
+    printf '{"scenario":"lease-swarm","seed":7,"color":"red"}\n' >"$dir/bad.jsonl"
+    expect_usage 'unknown field "color"' --regressions "$dir/bad.jsonl"
+    printf 'not json\n' >"$dir/bad.jsonl"
+    expect_usage "line 1: not a JSON object" --regressions "$dir/bad.jsonl"
+    expect_usage "--junit: cannot write" --junit "$dir/missing/j.xml"
+    expect_usage "--budget: '0s' must be longer than zero" --budget 0s
+    expect_usage "--first-seed: 'x'" --first-seed x
+    expect_usage "heartbeat" --scenario lease-crash --params '{"heartbeat":"30s","lease":"20s"}'
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo "ok: $case_name"
