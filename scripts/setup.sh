@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages leaseproof builds with. Idempotent, and fast
 # when everything is already there (one dpkg-query, no apt-get).
+#   scripts/setup.sh         build dependencies
+#   scripts/setup.sh tests   also what the 'real' tests use: Chromium, which
+#                            checks the sweep's HTML report headless
 set -euo pipefail
 
 packages=(
@@ -9,6 +12,12 @@ packages=(
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev
 )
+if [[ ${1:-} == tests ]]; then
+  packages+=(chromium fonts-dejavu-core)
+elif [[ -n ${1:-} ]]; then
+  echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
+  exit 2
+fi
 
 missing=()
 for package in "${packages[@]}"; do

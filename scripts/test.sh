@@ -6,7 +6,7 @@
 # Ends with one line "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh tests
 [[ -x scripts/dynalite.sh ]] && scripts/dynalite.sh install
 
 log=$(mktemp)
