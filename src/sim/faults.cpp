@@ -30,7 +30,7 @@ void FaultSites::force(FaultSiteId id, bool enabled, Ratio fire_chance) {
 bool FaultSites::reach(FaultSiteId id) {
   Site& site = sites_.at(id.index);
   ++site.reached;
-  if (!site.enabled) return false;
+  if (!site.enabled || healed_) return false;
   if (!site.prng.chance(site.fire_chance)) return false;
   ++site.fired;
   return true;

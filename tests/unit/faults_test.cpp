@@ -37,6 +37,18 @@ TEST(FaultSites, DisabledNeverFiresAndForcedAlwaysFires) {
   EXPECT_EQ(sites.describe(), "site=on@1/1");
 }
 
+TEST(FaultSites, HealedSitesNeverFireButStillDescribeTheirDraw) {
+  FaultSites sites{5};
+  FaultSiteId id = sites.declare({"site", Ratio::one(), {Ratio::one()}});
+  EXPECT_TRUE(sites.reach(id));
+  const std::string before = sites.describe();
+  sites.heal();
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(sites.reach(id));
+  EXPECT_EQ(sites.site(id).reached, 101u);
+  EXPECT_EQ(sites.site(id).fired, 1u);
+  EXPECT_EQ(sites.describe(), before);
+}
+
 TEST(FaultSitesDeathTest, DeclaringTwiceIsABug) {
   FaultSites sites{5};
   sites.declare({"site"});

@@ -44,8 +44,13 @@ class FaultSites {
   // scenarios that pin a fault.
   void force(FaultSiteId id, bool enabled, Ratio fire_chance);
 
-  // Counts the visit; true when the site is enabled and its coin says fire.
+  // Counts the visit; true when the site is enabled, the faults have not
+  // healed, and its coin says fire.
   bool reach(FaultSiteId id);
+  // From now on no site fires: a scenario's faults have healed and what
+  // follows is its fault-free liveness phase. What each site was drawn to do
+  // stays in describe().
+  void heal() { healed_ = true; }
 
   const Site& site(FaultSiteId id) const { return sites_.at(id.index); }
   std::span<const Site> sites() const { return sites_; }
@@ -55,6 +60,7 @@ class FaultSites {
  private:
   uint64_t root_seed_;
   std::vector<Site> sites_;
+  bool healed_ = false;
 };
 
 }  // namespace leaseproof::sim
