@@ -98,4 +98,26 @@ void add_parameter_flags(CLI::App* command, RunArgs& target) {
       ->check(CLI::IsMember({"wall", "counter"}));
 }
 
+
+void add_run_flags(CLI::App* command, RunArgs& args) {
+  command->add_option("--seed", args.seed, "Root seed (unsigned 64-bit integer)")->required()->type_name("N");
+  command->add_option("--scenario", args.scenario, "Scenario name (see 'leaseproof scenarios')")
+      ->capture_default_str()
+      ->type_name("NAME");
+  command->add_option("--duration", args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)")
+      ->type_name("DURATION");
+  add_parameter_flags(command, args);
+}
+
+std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run_args(const RunArgs& args) {
+  scenarios::RunConfig config;
+  config.seed = parse_seed(args.seed, "--seed");
+  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
+  config.duration = args.duration.empty() ? scenario.default_duration
+                                          : parse_positive_duration(args.duration, "--duration");
+  config.parameters = scenario_parameters(args);
+  validate_config(scenario, config);
+  return {&scenario, std::move(config)};
+}
+
 }  // namespace leaseproof::cli

@@ -48,6 +48,13 @@ struct RunArgs {
 
 // --params, --config, --algorithm, --expiry.
 void add_parameter_flags(CLI::App* command, RunArgs& target);
+// --seed, --scenario, --duration and the parameter flags: one run, as `run`,
+// `shrink` and `replay` name it.
+void add_run_flags(CLI::App* command, RunArgs& args);
+
+// The scenario and its validated configuration (duration always set);
+// throws UsageError naming the flag or field.
+std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run_args(const RunArgs& args);
 
 // Scenario parameters from --config FILE, then --params JSON, then the
 // shorthand flags; each later source overrides fields of the earlier.

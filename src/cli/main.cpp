@@ -21,7 +21,10 @@
 #include "cli_common.hpp"
 #include "dynamo_command.hpp"
 #include "gate_command.hpp"
+#include "replay_command.hpp"
 #include "report_commands.hpp"
+#include "shrink_command.hpp"
+#include "sweep_command.hpp"
 #include <leaseproof/sim/trace.hpp>
 
 namespace {
@@ -49,20 +52,9 @@ void print_result(const scenarios::RunResult& result, double wall_seconds) {
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
 }
 
-// The scenario and configuration that `run`'s flags name (`timeline` takes the same).
-std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run(const RunArgs& args) {
-  scenarios::RunConfig config;
-  config.seed = parse_seed(args.seed, "--seed");
-  const scenarios::Scenario& scenario = parse_scenario(args.scenario);
-  config.duration = args.duration.empty() ? scenario.default_duration
-                                          : parse_positive_duration(args.duration, "--duration");
-  config.parameters = scenario_parameters(args);
-  validate_config(scenario, config);
-  return {&scenario, std::move(config)};
-}
 
 int run_command(const RunArgs& args) {
-  auto [scenario_found, config] = resolve_run(args);
+  auto [scenario_found, config] = resolve_run_args(args);
   const scenarios::Scenario& scenario = *scenario_found;
   // The trace goes to a temporary file, renamed into place only when the run
   // completed: a reader never sees half a trace under the requested name.
@@ -104,7 +96,7 @@ struct TimelineArgs {
 };
 
 int timeline_command(const TimelineArgs& args) {
-  auto [scenario, config] = resolve_run(args.run);
+  auto [scenario, config] = resolve_run_args(args.run);
   return leaseproof::cli::timeline_command(*scenario, std::move(config), args.connection);
 }
 
@@ -252,30 +244,18 @@ int main(int argc, char** argv) {
 
   RunArgs run_args;
   CLI::App* run = app.add_subcommand("run", "Run one seeded simulation; print its verdict, trace hash and reproduce line");
-  run->add_option("--seed", run_args.seed, "Root seed (unsigned 64-bit integer)")->required()->type_name("N");
-  run->add_option("--scenario", run_args.scenario, "Scenario name (see 'leaseproof scenarios')")
-      ->capture_default_str()
-      ->type_name("NAME");
+  add_run_flags(run, run_args);
   run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)")
       ->type_name("FILE");
   run->add_option("--perfetto", run_args.perfetto_path,
                   "Write the run as a Perfetto trace (JSON) to FILE, for https://ui.perfetto.dev (docs/perfetto.md)")
       ->type_name("FILE");
-  run->add_option("--duration", run_args.duration, "Simulated time, e.g. 90s, 10m, 1h (default: the scenario's)")
-      ->type_name("DURATION");
-  add_parameter_flags(run, run_args);
 
   TimelineArgs timeline_args;
   CLI::App* timeline = app.add_subcommand(
       "timeline", "Run one seeded simulation and print one connection's timeline (requests, ownership, faults)");
-  timeline->add_option("--seed", timeline_args.run.seed, "Root seed (unsigned 64-bit integer)")->required()->type_name("N");
-  timeline->add_option("--scenario", timeline_args.run.scenario, "Scenario name (see 'leaseproof scenarios')")
-      ->capture_default_str()
-      ->type_name("NAME");
-  timeline->add_option("--duration", timeline_args.run.duration, "Simulated time (default: the scenario's)")
-      ->type_name("DURATION");
+  add_run_flags(timeline, timeline_args.run);
   timeline->add_option("--connection", timeline_args.connection, "The connection, e.g. c17")->required()->type_name("ID");
-  add_parameter_flags(timeline, timeline_args.run);
 
   DeterminismArgs det_args;
   CLI::App* det = app.add_subcommand("check-determinism", "Run each seed twice and compare trace hashes");
@@ -301,6 +281,15 @@ int main(int argc, char** argv) {
 
   GateArgs gate_args;
   CLI::App* gate = add_gate_command(app, gate_args);
+
+  ShrinkArgs shrink_args;
+  CLI::App* shrink = add_shrink_command(app, shrink_args);
+  ReplayArgs run_replay_args;  // `replay` (a reproduce line); `dynamo replay` is the other
+  CLI::App* run_replay = add_replay_command(app, run_replay_args);
+  SweepArgs sweep_args;
+  CLI::App* sweep = add_sweep_command(app, sweep_args);
+  MergeArgs merge_args;
+  CLI::App* merge = add_report_merge_command(app, merge_args);
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
@@ -337,6 +326,10 @@ int main(int argc, char** argv) {
     if (list->parsed()) return list_scenarios();
     if (check->parsed()) return check_command(check_args);
     if (gate->parsed()) return gate_command(gate_args);
+    if (shrink->parsed()) return shrink_command(shrink_args);
+    if (run_replay->parsed()) return replay_command(run_replay_args);
+    if (sweep->parsed()) return sweep_command(sweep_args);
+    if (merge->parsed()) return report_merge_command(merge_args);
     if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);

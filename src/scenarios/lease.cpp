@@ -412,11 +412,12 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     autoscaler->start();
   }
   // The liveness phase runs with every fault healed: no more loss, no more
-  // throttling (scheduled faults already end by then).
+  // throttling, no fault site firing (scheduled faults already end by then).
   world.at(Instant::zero() + o.healed_at(), [&world, &store, &o] {
     world.set_every_link(sim::LinkConfig{sim::LatencyDistribution{o.latency, o.jitter, Ratio{1, 200}, Duration::from_ms(200)},
                                          Ratio::zero(), false});
     store.set_throttling(false);
+    world.faults().heal();
   });
   if (config.before_run) config.before_run(world);
   world.run_until(Instant::zero() + o.duration);

@@ -159,6 +159,18 @@ struct Reader {
     out = *parsed;
     return true;
   }
+  // A duration, or null for none.
+  bool optional_duration(const char* key, std::optional<Duration>& out) {
+    if (!has(key)) return true;
+    if (json[key].is_null()) {
+      out.reset();
+      return true;
+    }
+    Duration value;
+    if (!duration(key, value)) return false;
+    out = value;
+    return true;
+  }
   template <typename Int>
   bool integer(const char* key, Int& out, int64_t low, int64_t high) {
     if (!has(key)) return true;
@@ -298,12 +310,11 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
     else if (v == "put") s.mode = resume::RecordMode::put;
     else return fmt::format("stream.record_mode: expected \"transact\" or \"put\", got {}", v.dump());
   }
-  Duration publish_until = Duration::zero();
-  Duration relay_idle = Duration::zero();
   const bool ok =
       r.boolean("enabled", s.enabled) && r.duration("publish_interval", s.publish_interval) &&
-      r.integer("message_bytes", s.message_bytes, 1, 1 << 20) && r.duration("publish_until", publish_until) &&
-      r.duration("relay_idle", relay_idle) && durations(r, "hub_crashes", s.hub_crashes) &&
+      r.integer("message_bytes", s.message_bytes, 1, 1 << 20) &&
+      r.optional_duration("publish_until", s.publish_until) &&
+      r.optional_duration("relay_idle", s.relay_idle) && durations(r, "hub_crashes", s.hub_crashes) &&
       r.duration("hub_down", s.hub_down) && r.boolean("keep_ring", s.keep_ring) &&
       durations(r, "mass_closes", s.mass_closes) && durations(r, "crash_while_recording", s.crash_while_recording) && timed_faults(r, "hub_slow", s.hub_slow) &&
       timed_faults(r, "cuts", s.cuts) && r.integer("ring_messages", s.hub.ring_messages_max, 1, 10'000'000) &&
@@ -318,8 +329,6 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
       r.boolean("broken_client", s.client.bug_cursor_on_receive) &&
       r.boolean("broken_hub", s.hub.bug_skip_evicted_without_reset);
   if (!ok) return "stream." + r.error;
-  if (r.has("publish_until")) s.publish_until = publish_until;
-  if (r.has("relay_idle")) s.relay_idle = relay_idle;
   return {};
 }
 
@@ -366,8 +375,6 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
       options.stops.push_back(stop);
     }
   }
-  Duration deploy_at = Duration::zero();
-  Duration heal_at = Duration::zero();
   const bool ok = r.integer("workers", options.workers, 1, 1000) &&
                   r.integer("connections", options.connections, 0, 100'000) &&
                   r.duration("lease", options.lease.lease_duration) &&
@@ -386,16 +393,111 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.duration("restart_after", options.restart_after) && r.faults("pauses", options.pauses) &&
                   r.faults("partitions", options.partitions) && r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
-                  r.duration("deploy_at", deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
+                  r.optional_duration("deploy_at", options.deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
                   r.integer("autoscale_target", options.autoscale_target, 1, 1'000'000) &&
-                  r.duration("heal_at", heal_at);
+                  r.optional_duration("heal_at", options.heal_at);
   if (!ok) return r.error;
   if (r.has("stream")) {
     if (std::string error = apply_stream_parameters(parameters["stream"], options.stream); !error.empty()) return error;
   }
-  if (r.has("deploy_at")) options.deploy_at = deploy_at;
-  if (r.has("heal_at")) options.heal_at = heal_at;
   return options.validate();
+}
+
+namespace {
+
+nlohmann::json duration_or_null(const std::optional<Duration>& duration) {
+  return duration ? nlohmann::json(format_duration(*duration)) : nlohmann::json(nullptr);
+}
+
+nlohmann::json durations_json(const std::vector<Duration>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Duration at : list) out.push_back(format_duration(at));
+  return out;
+}
+
+nlohmann::json worker_faults_json(const std::vector<WorkerFault>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const WorkerFault& f : list) {
+    out.push_back({{"worker", f.worker}, {"at", format_duration(f.at)}, {"length", format_duration(f.length)}});
+  }
+  return out;
+}
+
+nlohmann::json timed_faults_json(const std::vector<TimedFault>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TimedFault& f : list) out.push_back({{"at", format_duration(f.at)}, {"length", format_duration(f.length)}});
+  return out;
+}
+
+nlohmann::json stream_parameters(const StreamOptions& s) {
+  if (!s.enabled) return {{"enabled", false}};
+  return {{"enabled", true},
+          {"record_mode", resume::to_string(s.mode)},
+          {"publish_interval", format_duration(s.publish_interval)},
+          {"message_bytes", s.message_bytes},
+          {"publish_until", duration_or_null(s.publish_until)},
+          {"relay_idle", duration_or_null(s.relay_idle)},
+          {"hub_crashes", durations_json(s.hub_crashes)},
+          {"hub_down", format_duration(s.hub_down)},
+          {"keep_ring", s.keep_ring},
+          {"mass_closes", durations_json(s.mass_closes)},
+          {"hub_slow", timed_faults_json(s.hub_slow)},
+          {"cuts", timed_faults_json(s.cuts)},
+          {"crash_while_recording", durations_json(s.crash_while_recording)},
+          {"ring_messages", s.hub.ring_messages_max},
+          {"ring_bytes", s.hub.ring_bytes_max},
+          {"replay_messages", s.hub.replay_messages_max},
+          {"queue_bytes", s.hub.subscriber_queue_bytes_max},
+          {"ping_interval", format_duration(s.hub.ping_interval)},
+          {"pong_timeout", format_duration(s.hub.pong_timeout)},
+          {"write_deadline", format_duration(s.hub.write_deadline)},
+          {"reconnect_base", format_duration(s.client.reconnect_base)},
+          {"reconnect_cap", format_duration(s.client.reconnect_cap)},
+          {"jitter", s.client.jitter},
+          {"record_batch", s.client.record_batch_max},
+          {"hub_silence_timeout", format_duration(s.client.hub_silence_timeout)},
+          {"broken_client", s.client.bug_cursor_on_receive},
+          {"broken_hub", s.hub.bug_skip_evicted_without_reset}};
+}
+
+}  // namespace
+
+nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
+  nlohmann::json stops = nlohmann::json::array();
+  for (const ConnectionStop& stop : o.stops) {
+    stops.push_back({{"connection", stop.connection}, {"at", format_duration(stop.at)}});
+  }
+  const lease::LeaseConfig& c = o.lease;
+  return {{"algorithm", lease::to_string(c.algorithm)},
+          {"expiry", lease::to_string(c.expiry_mode)},
+          {"workers", o.workers},
+          {"connections", o.connections},
+          {"lease", format_duration(c.lease_duration)},
+          {"heartbeat", format_duration(c.heartbeat_interval)},
+          {"reconcile", format_duration(c.reconcile_interval)},
+          {"reconcile_jitter", format_duration(c.reconcile_jitter_max)},
+          {"margin", format_duration(c.safety_margin)},
+          {"request_timeout", format_duration(c.request_timeout)},
+          {"capacity", c.capacity},
+          {"watch_interval", format_duration(c.watch_interval)},
+          {"skew_max", format_duration(o.skew_max)},
+          {"fast_worker_offset", format_duration(o.fast_worker_offset)},
+          {"drift_ppm_max", o.drift_ppm_max},
+          {"clock_steps", worker_faults_json(o.clock_steps)},
+          {"latency", format_duration(o.latency)},
+          {"jitter", format_duration(o.jitter)},
+          {"loss", o.loss.numerator == 0 && o.loss.denominator == 1 ? std::string{"0"} : fmt::format("{}", o.loss)},
+          {"crash_every", format_duration(o.crash_every)},
+          {"restart_after", format_duration(o.restart_after)},
+          {"pauses", worker_faults_json(o.pauses)},
+          {"partitions", worker_faults_json(o.partitions)},
+          {"stops", stops},
+          {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},
+          {"deploy_at", duration_or_null(o.deploy_at)},
+          {"autoscaler", o.autoscaler},
+          {"autoscale_target", o.autoscale_target},
+          {"heal_at", duration_or_null(o.heal_at)},
+          {"stream", stream_parameters(o.stream)}};
 }
 
 }  // namespace leaseproof::scenarios

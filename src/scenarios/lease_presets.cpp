@@ -112,23 +112,25 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
 
 // Clock faults within the assumptions of the algorithm that will run: wall
 // mode tolerates a pairwise skew of 2 x margin, counter mode any skew and
-// steps but a bounded rate error.
-void swarm_clocks(uint64_t seed, LeaseScenarioOptions& o) {
+// steps but a bounded rate error. Drawn into `drawn`; the caller keeps what
+// the parameters give explicitly.
+void swarm_clocks(uint64_t seed, const LeaseScenarioOptions& o, LeaseScenarioOptions& drawn) {
   sim::Prng prng{sim::derive_seed(seed, "lease/swarm-clocks")};
   if (o.lease.algorithm == lease::Algorithm::seed) return;  // the seed assumes perfect clocks
   const Duration heal = o.healed_at();
   if (o.lease.expiry_mode == lease::ExpiryMode::wall) {
     // Offsets in [-s, s] with s < tolerated / 2; steps keep within the rest.
-    o.skew_max = prng.uniform_duration(D::zero(), o.lease.skew_tolerated() * 2 / 5);
-    o.drift_ppm_max = static_cast<int64_t>(prng.below(201));
+    drawn.skew_max = prng.uniform_duration(D::zero(), o.lease.skew_tolerated() * 2 / 5);
+    drawn.drift_ppm_max = static_cast<int64_t>(prng.below(201));
     return;
   }
-  o.skew_max = prng.uniform_duration(D::zero(), D::from_s(30));
-  o.drift_ppm_max = std::min<int64_t>(o.lease.drift_ppm_tolerated() / 2, 1000);
+  drawn.skew_max = prng.uniform_duration(D::zero(), D::from_s(30));
+  drawn.drift_ppm_max = std::min<int64_t>(o.lease.drift_ppm_tolerated() / 2, 1000);
   const uint64_t steps = prng.below(3);
   for (uint64_t i = 0; i < steps; ++i) {
-    o.clock_steps.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)), prng.uniform_duration(D::zero(), heal),
-                                  prng.uniform_duration(D::from_s(-20), D::from_s(20))));
+    drawn.clock_steps.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
+                                      prng.uniform_duration(D::zero(), heal),
+                                      prng.uniform_duration(D::from_s(-20), D::from_s(20))));
   }
 }
 
@@ -211,9 +213,16 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
 }
 
 // The swarm's clocks depend on the algorithm, which parameters may change:
-// drawn after the parameters are applied.
-void finish_preset(std::string_view name, uint64_t seed, LeaseScenarioOptions& options) {
-  if (name == "lease-swarm") swarm_clocks(seed, options);
+// drawn after the parameters are applied. A clock field the parameters give
+// is kept as given (to_parameters makes every drawn fault explicit).
+void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& parameters,
+                   LeaseScenarioOptions& options) {
+  if (name != "lease-swarm") return;
+  LeaseScenarioOptions drawn = options;
+  swarm_clocks(seed, options, drawn);
+  if (!parameters.contains("skew_max")) options.skew_max = drawn.skew_max;
+  if (!parameters.contains("drift_ppm_max")) options.drift_ppm_max = drawn.drift_ppm_max;
+  if (!parameters.contains("clock_steps")) options.clock_steps = drawn.clock_steps;
 }
 
 }  // namespace leaseproof::scenarios

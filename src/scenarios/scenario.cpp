@@ -26,21 +26,25 @@ std::string no_parameters(const RunConfig& config) {
   return "this scenario takes no parameters";
 }
 
+}  // namespace
+
 // Options of a lease scenario: its preset, the parameters on top, the
 // duration flag last.
-std::string lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options) {
+std::string derive_lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options) {
   options = *lease_preset(name, config.seed, config.duration);
   if (std::string error = apply_parameters(config.parameters, options); !error.empty()) return error;
   if (options.heal_at && *options.heal_at > options.duration) options.heal_at.reset();
-  finish_preset(name, config.seed, options);
+  finish_preset(name, config.seed, config.parameters, options);
   return options.validate();
 }
+
+namespace {
 
 Scenario lease_scenario(std::string_view name, std::string_view summary, Duration duration) {
   return Scenario{name, summary, duration,
                   [name](const RunConfig& config) {
                     LeaseScenarioOptions options;
-                    const std::string error = lease_options(name, config, options);
+                    const std::string error = derive_lease_options(name, config, options);
                     LP_ASSERT_MSG(error.empty(), "unchecked parameters: {}", error);
                     RunResult result = run_lease(options, config);
                     result.scenario = std::string{name};
@@ -49,7 +53,7 @@ Scenario lease_scenario(std::string_view name, std::string_view summary, Duratio
                   },
                   [name](const RunConfig& config) {
                     LeaseScenarioOptions options;
-                    return lease_options(name, config, options);
+                    return derive_lease_options(name, config, options);
                   }};
 }
 

@@ -241,11 +241,11 @@ void World::run_on_node(NodeId id, Incarnation incarnation, Deferred work) {
 void World::at(Instant when, std::function<void()> action) { scheduler_.at(when, std::move(action)); }
 
 void World::run_until(Instant deadline) {
-  while (scheduler_.next_event_time() <= deadline) {
+  while (!stop_requested_ && scheduler_.next_event_time() <= deadline) {
     scheduler_.step();
     graveyard_.clear();
   }
-  scheduler_.run_until(deadline);
+  if (!stop_requested_) scheduler_.run_until(deadline);
 }
 
 // ---- network ---------------------------------------------------------------

@@ -105,14 +105,28 @@ struct LeaseScenarioOptions {
 // docs/scenarios.md); unknown fields and bad values are errors naming the field.
 std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options);
 
+// Every parameter of `options` (all but the duration, which is the run's
+// own), so that a seed's drawn faults become an explicit, editable list:
+// applied to any lease preset's options of the same duration, it gives
+// `options` back, and finish_preset draws nothing over what it names. A
+// disabled stream is {"enabled": false} alone (nothing reads the rest).
+nlohmann::json to_parameters(const LeaseScenarioOptions& options);
+
 // Preset options of a named lease scenario, drawn from the seed where the
 // scenario is randomised (the swarm), for a run of `duration` (the preset's
 // own when unset); preset faults that would fall outside the run are dropped.
 std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed,
                                                  std::optional<Duration> duration = std::nullopt);
 
-// Draws what depends on the final parameters (the swarm's clock faults).
-void finish_preset(std::string_view name, uint64_t seed, LeaseScenarioOptions& options);
+// Draws what depends on the final parameters (the swarm's clock faults);
+// fields that `parameters` names explicitly are kept as given.
+void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& parameters,
+                   LeaseScenarioOptions& options);
+
+// The options a run of lease scenario `name` uses: its preset for the
+// config's seed and duration, the parameters on top, then finish_preset.
+// Empty when valid; otherwise the error, naming the field.
+std::string derive_lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options);
 
 RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config);
 

@@ -167,7 +167,11 @@ class World {
 
   // A world-level action at `when` (not a node's code: runs even if all are down).
   void at(Instant when, std::function<void()> action);
+  // Runs events due by `deadline`, then sets now = deadline; after
+  // request_stop(), returns once the current event is done (now stays at it).
   void run_until(Instant deadline);
+  // For replays that stop at a chosen event (an observer may call it).
+  void request_stop() { stop_requested_ = true; }
 
  private:
   friend class NodeContext;
@@ -205,6 +209,7 @@ class World {
   LinkConfig default_link_;
   std::map<std::pair<uint32_t, uint32_t>, Link> links_;
   uint64_t next_message_id_ = 1;
+  bool stop_requested_ = false;
 };
 
 }  // namespace leaseproof::sim

@@ -1,0 +1,195 @@
+// sweep.md: the sweep for people reading it in a repository or a CI log.
+#include <leaseproof/report/sweep_report.hpp>
+
+#include <fmt/format.h>
+
+#include "sweep_text.hpp"
+
+namespace leaseproof::report {
+
+namespace {
+
+std::string cell_text(const std::string& text) {
+  std::string out;
+  for (const char c : text) out += c == '|' ? std::string{"\\|"} : c == '\n' ? std::string{" "} : std::string{c};
+  return out;
+}
+
+std::string row(const std::vector<std::string>& cells) {
+  std::string out = "|";
+  for (const std::string& cell : cells) out += " " + cell_text(cell) + " |";
+  return out + "\n";
+}
+
+std::string table_head(const std::vector<std::string>& names) {
+  std::string rule = "|";
+  for (size_t i = 0; i < names.size(); ++i) rule += "---|";
+  return row(names) + rule + "\n";
+}
+
+std::string header(const SweepData& data, const SweepSummary& summary) {
+  const SweepSpec& spec = data.spec;
+  uint64_t invalid = 0;
+  uint64_t runs = 0;
+  for (const SweepCell& cell : data.cells) invalid += cell.valid() ? 0 : 1;
+  for (const CellSummary& cell : summary.cells) runs += cell.seeds_run;
+  std::string out = fmt::format("# Sweep: {}\n\n", spec.title.empty() ? spec.scenario : spec.title);
+  out += fmt::format("Scenario `{}`, {} simulated per run, {} seeds per cell ({}..{}); {} cells ({} invalid), {} runs.\n\n",
+                     spec.scenario, format_duration(spec.duration), spec.seeds, spec.first_seed,
+                     spec.first_seed + spec.seeds - 1, data.cells.size(), invalid, runs);
+  out += fmt::format("- Base parameters: `{}`\n- Axes: {}\n", spec.base.dump(), text::axes_summary(spec));
+  out += fmt::format("- Recovery target: crash p99 <= {}. Safety margin: {} (every skew and pause value up to it must be safe).\n",
+                     format_duration(spec.recovery_target), format_duration(spec.safety_margin));
+  for (const Prices& prices : spec.prices) out += fmt::format("- Prices `{}`: {}.\n", prices.name, prices.source);
+  out += fmt::format("- Monthly costs are the runs' average consumed capacity, {}.\n\n", text::fleet_text(spec));
+  return out;
+}
+
+std::string unsafe_section(const SweepSummary& summary) {
+  if (summary.unsafe.empty()) return "## Smallest unsafe skew and pause values\n\nThe grid has no skew or pause axis.\n\n";
+  std::string out = "## Smallest unsafe skew and pause values\n\nThe smallest value at which single ownership broke, "
+                    "per combination of the other axes, next to the margin the algorithm's own argument gives.\n\n";
+  out += table_head({"axis", "other axes", "smallest unsafe value", "failing seeds there", "largest tried", "analytic margin"});
+  for (const UnsafeValue& u : summary.unsafe) {
+    out += row({u.axis, u.others, u.ran ? u.minimal_unsafe.value_or("none") : "not run (invalid cells)",
+                u.minimal_unsafe ? fmt::format("{} of {}", u.failing_seeds, u.seeds) : "-", u.largest_tried, u.analytic});
+  }
+  return out + "\n";
+}
+
+std::string configurations_section(const SweepData& data, const SweepSummary& summary) {
+  std::string out = fmt::format(
+      "## Configurations\n\nEach configuration judged on its cells within the safety margin; cost with the `{}` prices "
+      "(the worst of those cells).\n\n",
+      data.spec.prices.front().name);
+  out += table_head({"configuration", "verdict", "$/month on demand", "$/month provisioned", "crash p99 (s)", "runs judged"});
+  for (const Configuration& c : summary.configurations) {
+    const bool costed = c.seeds_judged > 0;
+    out += row({c.label, c.verdict, costed ? text::money(c.on_demand_month) : "-",
+                costed ? text::money(c.provisioned_month) : "-",
+                c.crash_p99_ms ? text::seconds(*c.crash_p99_ms) : "-", std::to_string(c.seeds_judged)});
+  }
+  return out + "\n";
+}
+
+std::string cells_section(const SweepData& data, const SweepSummary& summary) {
+  const Prices& prices = data.spec.prices.front();
+  std::vector<std::string> names{"cell"};
+  for (const SweepAxis& axis : data.spec.axes) names.push_back(axis.name);
+  for (const std::string name : {"variant", "seeds", "failing seeds", "crash p50 / p99 / max (s)", "crash bound (s)",
+                                 "handover p99 (s)", "WCU/s", "RCU/s"}) {
+    names.push_back(name);
+  }
+  names.push_back(fmt::format("{} $/month on demand", prices.name));
+  names.push_back(fmt::format("{} $/month provisioned", prices.name));
+  std::string out = "## Cells\n\nRecovery: nearest-rank percentiles over every judged gap of every seed; WCU/s and RCU/s "
+                    "as simulated (all tables and GSIs).\n\n" + table_head(names);
+  for (const SweepCell& cell : data.cells) {
+    const CellSummary& s = summary.cells[cell.index];
+    std::vector<std::string> fields{std::to_string(cell.index)};
+    for (const nlohmann::json& value : cell.values) fields.push_back(axis_value_text(value));
+    if (!cell.valid()) {
+      fields.push_back("invalid: " + cell.invalid);
+      fields.resize(names.size(), "");
+      out += row(fields);
+      continue;
+    }
+    const Rates rates = text::total_rates(s);
+    const auto graceful = s.recovery.find("graceful");
+    fields.insert(fields.end(),
+                  {s.variant, std::to_string(s.seeds_run),
+                   s.failing_seeds == 0 ? "0" : fmt::format("{} ({})", s.failing_seeds, text::kinds(s)),
+                   text::gap_triple(s, "crash"), text::bound(s, "crash"),
+                   graceful == s.recovery.end() || graceful->second.gaps == 0 ? "-" : text::seconds(graceful->second.p99_ms),
+                   text::rate(rates.wcu_per_s), text::rate(rates.rcu_per_s), text::money(s.total_cost[0].on_demand()),
+                   text::money(s.total_cost[0].provisioned())});
+    out += row(fields);
+  }
+  return out + "\n";
+}
+
+std::string recovery_section(const SweepData& data, const SweepSummary& summary) {
+  std::string out = "## Recovery by cause\n\nGaps judged against the bound; excused gaps overlapped another fault and "
+                    "are counted apart (graceful = handover on release or drain).\n\n";
+  out += table_head({"cell", "cause", "gaps", "p50 (s)", "p99 (s)", "max (s)", "bound (s)", "beyond bound", "excused (max s)"});
+  for (const SweepCell& cell : data.cells) {
+    for (const auto& [cause, g] : summary.cells[cell.index].recovery) {
+      out += row({std::to_string(cell.index), cause, std::to_string(g.gaps), g.gaps ? text::seconds(g.p50_ms) : "-",
+                  g.gaps ? text::seconds(g.p99_ms) : "-", g.gaps ? text::seconds(g.max_ms) : "-",
+                  g.bound_ms ? text::seconds(*g.bound_ms) : "-", std::to_string(g.beyond_bound),
+                  fmt::format("{} ({})", g.excused, g.excused ? text::seconds(g.excused_max_ms) : "-")});
+    }
+  }
+  return out + "\n";
+}
+
+std::string cost_check(const SweepSpec& spec) {
+  std::string out = "Cost model check: 100 WCU/s (the articles' 500 connections x one write per 5 s) costs";
+  for (size_t p = 0; p < spec.prices.size(); ++p) {
+    const MonthlyCost cost = monthly_cost(Rates{100, 0}, spec.prices[p]);
+    out += fmt::format("{} {} on demand and {} provisioned with the `{}` prices", p == 0 ? "" : ";",
+                       text::money(cost.on_demand()), text::money(cost.provisioned()), spec.prices[p].name);
+  }
+  return out + ".\n\n";
+}
+
+std::string capacity_section(const SweepData& data, const SweepSummary& summary) {
+  std::vector<std::string> names{"cell", "table / GSI", "WCU/s", "RCU/s"};
+  for (const Prices& prices : data.spec.prices) {
+    names.push_back(prices.name + " on demand");
+    names.push_back(prices.name + " provisioned");
+  }
+  names.push_back("share of on demand");
+  std::string out = fmt::format("## DynamoDB capacity and monthly cost by table and GSI\n\nRates as simulated; costs {}. "
+                                "Provisioned = the average rate provisioned all month (a floor: no headroom).\n\n",
+                                text::fleet_text(data.spec));
+  out += cost_check(data.spec) + table_head(names);
+  for (const SweepCell& cell : data.cells) {
+    const CellSummary& s = summary.cells[cell.index];
+    for (const CapacityUse& use : s.capacity) {
+      std::vector<std::string> fields{std::to_string(cell.index), use.name(), text::rate(use.rates.wcu_per_s),
+                                      text::rate(use.rates.rcu_per_s)};
+      for (const MonthlyCost& cost : use.cost) {
+        fields.push_back(text::money(cost.on_demand()));
+        fields.push_back(text::money(cost.provisioned()));
+      }
+      const double total = s.total_cost[0].on_demand();
+      fields.push_back(total > 0 ? fmt::format("{:.0f}%", 100 * use.cost[0].on_demand() / total) : "-");
+      out += row(fields);
+    }
+  }
+  return out + "\n";
+}
+
+std::string reproduce_section(const SweepData& data, const SweepSummary& summary) {
+  std::string out = "## Reproduce\n\nThe lowest failing seed of each cell, per property:\n\n";
+  bool any = false;
+  for (const SweepCell& cell : data.cells) {
+    for (const auto& [kind, k] : summary.cells[cell.index].kinds) {
+      out += fmt::format("- cell {} ({}), {}: {} of {} seeds failed; lowest seed {}:\n  `{}`\n", cell.index,
+                         cell_label(data.spec, cell), kind, k.failing_seeds, summary.cells[cell.index].seeds_run,
+                         k.lowest_seed, k.reproduce);
+      any = true;
+    }
+  }
+  if (!any) out += "No seed failed.\n";
+  return out + "\n";
+}
+
+std::string invalid_section(const SweepData& data) {
+  std::string out;
+  for (const SweepCell& cell : data.cells) {
+    if (!cell.valid()) out += fmt::format("- cell {} ({}): {}\n", cell.index, cell_label(data.spec, cell), cell.invalid);
+  }
+  return out.empty() ? out : "## Invalid cells\n\nRejected by the scenario's validation, not run:\n\n" + out + "\n";
+}
+
+}  // namespace
+
+std::string render_markdown(const SweepData& data, const SweepSummary& summary) {
+  return header(data, summary) + "## Recommendation\n\n" + summary.recommendation + "\n\n" + unsafe_section(summary) +
+         configurations_section(data, summary) + cells_section(data, summary) + recovery_section(data, summary) +
+         capacity_section(data, summary) + reproduce_section(data, summary) + invalid_section(data);
+}
+
+}  // namespace leaseproof::report
