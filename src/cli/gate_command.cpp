@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <leaseproof/base/time.hpp>
+#include <leaseproof/report/markup.hpp>
 
 namespace leaseproof::cli {
 
@@ -109,27 +110,7 @@ bool write_whole_file(const std::string& path, const std::string& text) {
   return !error;
 }
 
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // XML 1.0 forbids most control characters, even escaped.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r') {
-          out += '?';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
+std::string xml_escape(std::string_view text) { return report::escape_markup(text); }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 

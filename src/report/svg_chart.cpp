@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <leaseproof/report/markup.hpp>
+
 namespace leaseproof::report::svg {
 
 namespace {
@@ -156,21 +158,7 @@ std::string legend_svg(const Chart& chart, const Frame& frame) {
 
 }  // namespace
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(std::string_view text) { return escape_markup(text); }
 
 std::string_view color(size_t index) {
   // Okabe-Ito, without yellow (poor contrast on white).

@@ -3,36 +3,11 @@
 #include <fmt/format.h>
 
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/sim/trace.hpp>
 #include <ostream>
 
 namespace leaseproof::report {
 
-void append_json_string(std::string& out, std::string_view text) {
-  out.push_back('"');
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<uint8_t>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
 
 void Args::key(std::string_view name) {
   if (!body_.empty()) body_.push_back(',');

@@ -8,6 +8,8 @@
 #include <iosfwd>
 #include <leaseproof/base/time.hpp>
 #include <string>
+
+#include <leaseproof/sim/trace.hpp>
 #include <string_view>
 
 namespace leaseproof::report {
@@ -36,7 +38,7 @@ class Args {
   std::string body_;
 };
 
-void append_json_string(std::string& out, std::string_view text);
+using sim::append_json_string;  // JSON string escaping, shared with the trace's JSON lines
 
 // Microseconds with three decimals: exact for nanosecond instants.
 std::string format_microseconds(int64_t ns);

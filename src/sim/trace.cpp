@@ -86,8 +86,6 @@ void Trace::record(const TraceEvent& event) {
   for (const Observer& observer : observers_) observer(event);
 }
 
-namespace {
-
 void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
   for (char c : text) {
@@ -106,6 +104,8 @@ void append_json_string(std::string& out, std::string_view text) {
   }
   out.push_back('"');
 }
+
+namespace {
 
 }  // namespace
 

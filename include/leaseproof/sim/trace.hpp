@@ -112,5 +112,7 @@ class Trace {
 };
 
 std::string format_hash(uint64_t hash);  // "0x" + 16 hex digits
+// Appends `text` as a JSON string: quoted, with \", \\, \n, \t and \u00XX escapes.
+void append_json_string(std::string& out, std::string_view text);
 
 }  // namespace leaseproof::sim
