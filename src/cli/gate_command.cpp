@@ -110,8 +110,6 @@ bool write_whole_file(const std::string& path, const std::string& text) {
   return !error;
 }
 
-std::string xml_escape(std::string_view text) { return report::escape_markup(text); }
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // JUnit XML as Jenkins, GitLab and GitHub test reporters read it: one
@@ -132,7 +130,7 @@ std::string junit_xml(const std::vector<GateRun>& runs, const std::vector<GateOu
     ++suite.tests;
     suite.seconds += outcomes[i].seconds;
     suite.cases += fmt::format("    <testcase classname=\"{}.{}\" name=\"seed {}\" time=\"{:.3f}\"", suite.name,
-                               xml_escape(runs[i].scenario), runs[i].seed, outcomes[i].seconds);
+                               report::escape_markup(runs[i].scenario), runs[i].seed, outcomes[i].seconds);
     if (result.passed()) {
       suite.cases += "/>\n";
       continue;
@@ -142,8 +140,8 @@ std::string junit_xml(const std::vector<GateRun>& runs, const std::vector<GateOu
     for (const std::string& violation : result.violations) body += violation + "\n";
     body += "reproduce: " + scenarios::reproduce_command(result) + "\n";
     suite.cases += fmt::format(">\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
-                               xml_escape(scenarios::violation_kind(result.violations.front())),
-                               xml_escape(first_line(result.violations.front())), xml_escape(body));
+                               report::escape_markup(scenarios::violation_kind(result.violations.front())),
+                               report::escape_markup(first_line(result.violations.front())), report::escape_markup(body));
   }
   std::string xml = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"leaseproof gate\" "
                                 "tests=\"{}\" failures=\"{}\" time=\"{:.3f}\">\n",

@@ -1,7 +1,5 @@
 // ExpressionCache, and the ExpressionContext plumbing that parses through it.
 
-#include <cctype>
-
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 
@@ -20,12 +18,16 @@ void mix(uint64_t& hash, std::string_view bytes) {
   hash *= 0x100000001B3ULL;
 }
 
+// ASCII only: std::tolower would consult the process's locale, and core/
+// depends on nothing global.
+char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 bool contains_word(std::string_view text, std::string_view lower_word) {
   if (text.size() < lower_word.size()) return false;
   for (std::size_t i = 0; i + lower_word.size() <= text.size(); ++i) {
     bool same = true;
     for (std::size_t j = 0; j < lower_word.size() && same; ++j) {
-      same = std::tolower(static_cast<unsigned char>(text[i + j])) == lower_word[j];
+      same = ascii_lower(text[i + j]) == lower_word[j];
     }
     if (same) return true;
   }
