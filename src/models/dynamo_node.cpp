@@ -27,8 +27,6 @@ uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
 
 }  // namespace
 
-void DynamoNode::on_start(sim::NodeContext& context) { schedule_background(context); }
-
 void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
   LP_ASSERT(envelope.expects_reply);
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
@@ -37,22 +35,6 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   context.note(request_type(request), result.ok() ? "ok" : result.error().type, static_cast<int64_t>(envelope.id));
   const uint32_t bytes = reply_bytes(result);
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
-  schedule_background(context);
-}
-
-void DynamoNode::schedule_background(sim::NodeContext& context) {
-  const Instant now = context.wall();
-  const Instant due = store_.advance(now);
-  if (due == background_due_) return;
-  context.cancel_timer(background_timer_);
-  background_due_ = due;
-  if (due == Instant::max()) return;
-  // The node's clock is the store's clock; its monotonic rate equals its wall
-  // rate between steps, so a monotonic delay of (due - now) lands on `due`.
-  background_timer_ = context.set_timer(due - now, "dynamo.background", [this, &context] {
-    background_due_ = Instant::max();
-    schedule_background(context);
-  });
 }
 
 uint64_t call_dynamo(sim::NodeContext& context, NodeId dynamo_node, dynamo::Request request, Duration timeout,
