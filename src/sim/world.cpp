@@ -23,12 +23,12 @@ struct World::PendingCall {
 // Work for a node that may have to wait for the end of a pause. A message is
 // remembered so that its loss is traced if the process dies first.
 struct World::Deferred {
-  static Deferred code(std::function<void()> run) {
+  static Deferred code(InlineFunction<void()> run) {
     Deferred work;
     work.run = std::move(run);
     return work;
   }
-  std::function<void()> run;
+  InlineFunction<void()> run;
   uint64_t message_id = 0;
   NodeId from;
   std::string_view type;
@@ -45,7 +45,13 @@ struct World::Node {
   uint64_t pause_id = 0;
   std::vector<Deferred> deferred;
   uint64_t next_timer_id = 1;
-  std::unordered_set<uint64_t> live_timers;  // membership only: never iterated
+  // Armed timers by id; cancelling one erases it. Never iterated.
+  struct Timer {
+    std::string_view label;
+    EventKind kind;
+    TimerCallback callback;
+  };
+  std::unordered_map<uint64_t, Timer> timers;
   std::map<uint64_t, PendingCall> pending_calls;
   Prng prng{0};
   std::unique_ptr<NodeContext> context;
@@ -139,7 +145,7 @@ void World::tear_down(Node& node) {
     trace_.record(e);
   }
   node.deferred.clear();
-  node.live_timers.clear();
+  node.timers.clear();
   node.pending_calls.clear();
   // The process may be the caller (exit from its own callback): free it later.
   graveyard_.push_back(std::move(node.process));
@@ -238,7 +244,7 @@ void World::run_on_node(NodeId id, Incarnation incarnation, Deferred work) {
   work.run();
 }
 
-void World::at(Instant when, std::function<void()> action) { scheduler_.at(when, std::move(action)); }
+void World::at(Instant when, InlineFunction<void()> action) { scheduler_.at(when, std::move(action)); }
 
 void World::run_until(Instant deadline) {
   while (!stop_requested_ && scheduler_.next_event_time() <= deadline) {
@@ -251,13 +257,19 @@ void World::run_until(Instant deadline) {
 // ---- network ---------------------------------------------------------------
 
 const World::Link* World::find_link(NodeId from, NodeId to) const {
-  auto it = links_.find({from.value, to.value});
-  return it == links_.end() ? nullptr : &it->second;
+  if (from.value >= link_index_.size() || to.value >= link_index_[from.value].size()) return nullptr;
+  return link_index_[from.value][to.value];
 }
 
 World::Link& World::link(NodeId from, NodeId to) {
+  if (from.value < link_index_.size() && to.value < link_index_[from.value].size()) {
+    if (Link* known = link_index_[from.value][to.value]; known != nullptr) return *known;
+  }
   auto [it, inserted] = links_.try_emplace({from.value, to.value});
   if (inserted) it->second.config = default_link_;
+  if (link_index_.size() <= from.value) link_index_.resize(from.value + 1);
+  if (link_index_[from.value].size() <= to.value) link_index_[from.value].resize(to.value + 1, nullptr);
+  link_index_[from.value][to.value] = &it->second;  // std::map nodes never move
   return it->second;
 }
 
@@ -320,7 +332,7 @@ uint64_t World::send(NodeId from, NodeId to, Message message, uint64_t reply_to,
   const bool stream = get(from).streams || get(to).streams;
   std::string_view lost_reason;
   Duration retransmit = Duration::zero();
-  if (partitioned(from, to, now())) {
+  if (!l.partitions.empty() && partitioned(from, to, now())) {
     lost_reason = "partition";
   } else if (network_prng_.chance(l.config.loss)) {
     // A TCP stream retransmits a lost segment: it arrives one RTO late (and,
@@ -381,7 +393,7 @@ void World::deliver(Node& node, const Envelope& envelope) {
     }
     PendingCall call = std::move(pending->second);
     node.pending_calls.erase(pending);
-    node.live_timers.erase(call.timeout_timer);
+    node.timers.erase(call.timeout_timer);
     TraceEvent delivered = event(EventKind::deliver, node.id);
     delivered.peer = envelope.from;
     delivered.id = envelope.id;
@@ -398,27 +410,30 @@ void World::deliver(Node& node, const Envelope& envelope) {
   node.process->on_message(*node.context, envelope);
 }
 
-uint64_t World::set_timer(NodeId id, Duration delay, std::string_view label, std::function<void()> callback,
-                          EventKind kind) {
+uint64_t World::set_timer(NodeId id, Duration delay, std::string_view label, TimerCallback callback, EventKind kind) {
   Node& node = get(id);
   const uint64_t timer = node.next_timer_id++;
-  node.live_timers.insert(timer);
+  node.timers.emplace(timer, Node::Timer{label, kind, std::move(callback)});
   const Incarnation incarnation = node.incarnation;
-  scheduler_.after(node.clock.true_delay_for(delay), [this, id, incarnation, timer, label, kind,
-                                                       callback = std::move(callback)]() mutable {
-    run_on_node(id, incarnation, Deferred::code([this, id, timer, label, kind, callback = std::move(callback)] {
-                  Node& n = get(id);
-                  if (n.live_timers.erase(timer) == 0) return;  // cancelled
-                  if (kind == EventKind::timer) {
-                    TraceEvent e = event(EventKind::timer, id);
-                    e.id = timer;
-                    e.label = label;
-                    trace_.record(e);
-                  }
-                  callback();
-                }));
+  scheduler_.after(node.clock.true_delay_for(delay), [this, id, incarnation, timer] {
+    run_on_node(id, incarnation, Deferred::code([this, id, timer] { fire_timer(id, timer); }));
   });
   return timer;
+}
+
+void World::fire_timer(NodeId id, uint64_t timer) {
+  Node& node = get(id);
+  auto it = node.timers.find(timer);
+  if (it == node.timers.end()) return;  // cancelled
+  Node::Timer fired = std::move(it->second);
+  node.timers.erase(it);
+  if (fired.kind == EventKind::timer) {
+    TraceEvent e = event(EventKind::timer, id);
+    e.id = timer;
+    e.label = fired.label;
+    trace_.record(e);
+  }
+  fired.callback();
 }
 
 // ---- NodeContext -------------------------------------------------------------
@@ -429,12 +444,12 @@ Instant NodeContext::wall() const { return world_->get(node_).clock.wall(world_-
 Instant NodeContext::monotonic() const { return world_->get(node_).clock.monotonic(world_->now()); }
 Prng& NodeContext::prng() { return world_->get(node_).prng; }
 
-uint64_t NodeContext::set_timer(Duration delay, std::string_view label, std::function<void()> callback) {
+uint64_t NodeContext::set_timer(Duration delay, std::string_view label, TimerCallback callback) {
   if (world_->get(node_).state == ProcessState::down) return 0;
   return world_->set_timer(node_, delay, label, std::move(callback), EventKind::timer);
 }
 
-bool NodeContext::cancel_timer(uint64_t timer) { return world_->get(node_).live_timers.erase(timer) != 0; }
+bool NodeContext::cancel_timer(uint64_t timer) { return world_->get(node_).timers.erase(timer) != 0; }
 
 uint64_t NodeContext::send(NodeId to, Message message) {
   if (world_->get(node_).state == ProcessState::down) return 0;

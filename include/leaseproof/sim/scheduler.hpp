@@ -5,9 +5,9 @@
 // no pointer values, no hash order.
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include <leaseproof/base/inline_function.hpp>
 #include <leaseproof/base/time.hpp>
 
 namespace leaseproof::sim {
@@ -22,7 +22,8 @@ struct TimerId {
 
 class Scheduler {
  public:
-  using Callback = std::function<void()>;
+  // Events carry small closures; InlineFunction keeps them off the heap.
+  using Callback = InlineFunction<void()>;
 
   struct Counters {
     uint64_t scheduled = 0;

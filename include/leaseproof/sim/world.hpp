@@ -11,12 +11,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/inline_function.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/sim/clock.hpp>
 #include <leaseproof/sim/faults.hpp>
@@ -80,7 +81,8 @@ class Process {
 using ProcessFactory = std::function<std::unique_ptr<Process>()>;
 // Called with the reply, or with nullptr when the call timed out. A timeout
 // does not say whether the receiver applied the request (ambiguous outcome).
-using ReplyCallback = std::function<void(const Envelope* reply)>;
+using ReplyCallback = InlineFunction<void(const Envelope* reply)>;
+using TimerCallback = InlineFunction<void()>;
 
 class World;
 
@@ -98,7 +100,7 @@ class NodeContext {
   Prng& prng();
 
   // A timer `delay` from now on this node's monotonic clock.
-  uint64_t set_timer(Duration delay, std::string_view label, std::function<void()> callback);
+  uint64_t set_timer(Duration delay, std::string_view label, TimerCallback callback);
   bool cancel_timer(uint64_t timer);
 
   uint64_t send(NodeId to, Message message);
@@ -166,7 +168,7 @@ class World {
   void sigterm(NodeId node, Duration stop_timeout);
 
   // A world-level action at `when` (not a node's code: runs even if all are down).
-  void at(Instant when, std::function<void()> action);
+  void at(Instant when, InlineFunction<void()> action);
   // Runs events due by `deadline`, then sets now = deadline; after
   // request_stop(), returns once the current event is done (now stays at it).
   void run_until(Instant deadline);
@@ -196,8 +198,8 @@ class World {
   uint64_t send(NodeId from, NodeId to, Message message, uint64_t reply_to, bool expects_reply);
   void arrive(const std::shared_ptr<Envelope>& envelope);
   void deliver(Node& node, const Envelope& envelope);
-  uint64_t set_timer(NodeId node, Duration delay, std::string_view label, std::function<void()> callback,
-                     EventKind kind);
+  uint64_t set_timer(NodeId node, Duration delay, std::string_view label, TimerCallback callback, EventKind kind);
+  void fire_timer(NodeId node, uint64_t timer);
 
   uint64_t seed_;
   Scheduler scheduler_;
@@ -208,6 +210,8 @@ class World {
   std::vector<std::unique_ptr<Process>> graveyard_;  // exited processes, freed between events
   LinkConfig default_link_;
   std::map<std::pair<uint32_t, uint32_t>, Link> links_;
+  // The link of each (from, to), found without a search: a send looks it up.
+  std::vector<std::vector<Link*>> link_index_;
   uint64_t next_message_id_ = 1;
   bool stop_requested_ = false;
 };
