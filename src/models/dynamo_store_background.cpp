@@ -94,10 +94,24 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   if (record.current) schedule_ttl(table, key, *record.current, now);
 }
 
-void DynamoStore::State::apply_gsi_change(const GsiChange& change) {
+void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
   TableState& table = tables.find(change.table)->second;
   IndexState& index = table.indexes[change.index];
-  if (const auto position = index.positions.find(change.key); position != index.positions.end()) {
+  const auto position = index.positions.find(change.key);
+  if (change.entry && position != index.positions.end()) {
+    // Most changes keep the entry where it is (a renew rewrites projected
+    // attributes, not the index key): replace it in place.
+    // Same values, as written (structurally equal, not merely equal keys:
+    // 1 and 1.0 are one key, but the entry keeps the text it was given).
+    const auto& [old_hash, old_key] = position->second;
+    const bool same_range = index.range ? change.entry->at(index.range->name) == old_key.range : true;
+    if (same_range && change.entry->at(index.hash.name) == old_hash) {
+      index.entries.find(old_hash)->second.find(old_key)->second = std::move(*change.entry);
+      settle_gsi_change(index, change.key);
+      return;
+    }
+  }
+  if (position != index.positions.end()) {
     const auto partition = index.entries.find(position->second.first);
     LP_ASSERT(partition != index.entries.end());
     partition->second.erase(position->second.second);
@@ -107,10 +121,16 @@ void DynamoStore::State::apply_gsi_change(const GsiChange& change) {
   if (change.entry) {
     const AttributeValue& hash = change.entry->at(index.hash.name);
     IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
-    index.entries[hash][entry_key] = *change.entry;
-    index.positions.emplace(change.key, std::make_pair(hash, std::move(entry_key)));
+    AttributeValue hash_copy = hash;
+    index.positions.emplace(change.key, std::make_pair(hash_copy, entry_key));
+    index.entries[std::move(hash_copy)].emplace(std::move(entry_key), std::move(*change.entry));
   }
-  const auto pending = index.pending.find(change.key);
+  settle_gsi_change(index, change.key);
+}
+
+// One fewer change of the item is pending in the index.
+void DynamoStore::State::settle_gsi_change(store_detail::IndexState& index, const store_detail::TableKey& key) {
+  const auto pending = index.pending.find(key);
   LP_ASSERT(pending != index.pending.end());
   if (--pending->second.second == 0) index.pending.erase(pending);
 }
@@ -147,9 +167,9 @@ Instant DynamoStore::State::advance(Instant now) {
     const bool ttl_due = !ttl_checks.empty() && ttl_checks.begin()->first.first <= now;
     if (!gsi_due && !ttl_due) break;
     if (gsi_due && (!ttl_due || gsi_changes.begin()->first < ttl_checks.begin()->first)) {
-      const GsiChange change = std::move(gsi_changes.begin()->second);
+      GsiChange change = std::move(gsi_changes.begin()->second);
       gsi_changes.erase(gsi_changes.begin());
-      apply_gsi_change(change);
+      apply_gsi_change(std::move(change));
     } else {
       const Instant due = ttl_checks.begin()->first.first;
       const TtlCheck check = std::move(ttl_checks.begin()->second);
