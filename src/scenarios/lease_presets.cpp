@@ -39,6 +39,13 @@ void swarm_stream(uint64_t seed, LeaseScenarioOptions& o) {
   }
   // An idle cut-off longer than the ping interval: pings keep streams up.
   if (prng.chance(Ratio{1, 3})) s.relay_idle = prng.uniform_duration(D::from_ms(2500), D::from_s(60));
+  // Keepalive: a ping every 1 to 8 s, so that seeds differ here too (dead
+  // peers are cut within ping interval + pong timeout, whatever it is); below
+  // the client's 10 s hub-silence limit, and at most half the relay's idle
+  // cut-off, so that pings keep streams up.
+  Duration ping_max = D::from_s(8);
+  if (s.relay_idle) ping_max = std::min(ping_max, *s.relay_idle / 2);
+  s.hub.ping_interval = prng.uniform_duration(D::from_s(1), ping_max);
 }
 
 // The lease-backed streaming presets; times are fractions of the run.
