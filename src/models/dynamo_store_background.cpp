@@ -94,7 +94,7 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   if (record.current) schedule_ttl(table, key, *record.current, now);
 }
 
-void DynamoStore::State::apply_gsi_change(const GsiChange& change) {
+void DynamoStore::State::apply_gsi_change(GsiChange change) {
   TableState& table = tables.find(change.table)->second;
   IndexState& index = table.indexes[change.index];
   if (const auto position = index.positions.find(change.key); position != index.positions.end()) {
@@ -105,10 +105,11 @@ void DynamoStore::State::apply_gsi_change(const GsiChange& change) {
     index.positions.erase(position);
   }
   if (change.entry) {
-    const AttributeValue& hash = change.entry->at(index.hash.name);
+    // Copies of the keys: the entry itself moves into the index.
+    AttributeValue hash = change.entry->at(index.hash.name);
     IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
-    index.entries[hash][entry_key] = *change.entry;
-    index.positions.emplace(change.key, std::make_pair(hash, std::move(entry_key)));
+    index.entries[hash][entry_key] = std::move(*change.entry);
+    index.positions.emplace(change.key, std::make_pair(std::move(hash), std::move(entry_key)));
   }
   const auto pending = index.pending.find(change.key);
   LP_ASSERT(pending != index.pending.end());
@@ -147,9 +148,9 @@ Instant DynamoStore::State::advance(Instant now) {
     const bool ttl_due = !ttl_checks.empty() && ttl_checks.begin()->first.first <= now;
     if (!gsi_due && !ttl_due) break;
     if (gsi_due && (!ttl_due || gsi_changes.begin()->first < ttl_checks.begin()->first)) {
-      const GsiChange change = std::move(gsi_changes.begin()->second);
+      GsiChange change = std::move(gsi_changes.begin()->second);
       gsi_changes.erase(gsi_changes.begin());
-      apply_gsi_change(change);
+      apply_gsi_change(std::move(change));
     } else {
       const Instant due = ttl_checks.begin()->first.first;
       const TtlCheck check = std::move(ttl_checks.begin()->second);

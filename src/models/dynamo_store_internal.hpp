@@ -321,7 +321,7 @@ struct DynamoStore::State {
   // Commits and background work (dynamo_store_background.cpp).
   void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now);
   std::optional<Item> index_entry(const TableState& table, const IndexState& index, const Item& item) const;
-  void apply_gsi_change(const store_detail::GsiChange& change);
+  void apply_gsi_change(store_detail::GsiChange change);
   void schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now);
   void run_ttl_check(const store_detail::TtlCheck& check, Instant now);
   Instant advance(Instant now);
