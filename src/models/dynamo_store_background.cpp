@@ -119,11 +119,11 @@ void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
     index.positions.erase(position);
   }
   if (change.entry) {
-    const AttributeValue& hash = change.entry->at(index.hash.name);
+    // Copies of the keys: the entry itself moves into the index.
+    AttributeValue hash = change.entry->at(index.hash.name);
     IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
-    AttributeValue hash_copy = hash;
-    index.positions.emplace(change.key, std::make_pair(hash_copy, entry_key));
-    index.entries[std::move(hash_copy)].emplace(std::move(entry_key), std::move(*change.entry));
+    index.entries[hash][entry_key] = std::move(*change.entry);
+    index.positions.emplace(change.key, std::make_pair(std::move(hash), std::move(entry_key)));
   }
   settle_gsi_change(index, change.key);
 }

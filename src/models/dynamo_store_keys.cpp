@@ -2,6 +2,8 @@
 // validation of items and keys against a table's schema, with DynamoDB's
 // messages (as dynalite, the reference of the differential test, words them).
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <leaseproof/core/dynamo/decimal.hpp>
@@ -67,6 +69,7 @@ DynamoError resource_not_found() {
 
 Item pick(const Item& item, const std::vector<std::string>& names) {
   Item out;
+  out.reserve(std::min(names.size(), item.size()));
   for (const auto& name : names) {
     const auto found = item.find(name);
     if (found != item.end()) out.emplace(found->first, found->second);

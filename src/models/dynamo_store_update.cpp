@@ -61,8 +61,14 @@ Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan
 
 Result<Item> updated_item(const TableState& table, const Item& key_item, const Item* old_item,
                           const std::optional<dynamo::UpdatePlan>& plan) {
-  Item next = old_item != nullptr ? *old_item : key_item;
-  if (plan) LP_STORE_TRY_VOID(dynamo::apply(*plan, table.description.key_schema, next));
+  const Item& base = old_item != nullptr ? *old_item : key_item;
+  Item next;
+  if (plan) {
+    LP_STORE_TRY(updated, dynamo::applied(*plan, table.description.key_schema, base));
+    next = std::move(updated);
+  } else {
+    next = base;
+  }
   next = dynamo::with_canonical_numbers(std::move(next));
   for (const auto& index : table.indexes) {
     if (auto problem = check_index_key_value(index, index.hash, next)) return std::move(*problem);

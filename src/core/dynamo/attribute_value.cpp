@@ -37,6 +37,15 @@ AttributeValue::Composite& AttributeValue::composite() {
   return *composite_;
 }
 
+Item::Item(std::initializer_list<value_type> members) : entries_(members) {
+  // Stable, so that of equal names the first given stays first and is kept.
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [](const value_type& a, const value_type& b) { return a.first < b.first; });
+  entries_.erase(std::unique(entries_.begin(), entries_.end(),
+                             [](const value_type& a, const value_type& b) { return a.first == b.first; }),
+                 entries_.end());
+}
+
 namespace {
 
 const std::vector<std::string> no_members;

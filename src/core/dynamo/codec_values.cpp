@@ -253,6 +253,7 @@ Result<AttributeValue> decode_tagged(std::string_view tag, const json& member, i
   if (tag == "M") {
     if (!member.is_object()) return codec_detail::wrong_json_type(tag, "an object");
     Item members;
+    members.reserve(member.size());
     for (const auto& [name, element] : member.items()) {
       auto value = decode_value(element, depth + 1);
       if (!value) return std::move(value).error();
@@ -308,6 +309,7 @@ namespace codec_detail {
 Result<Item> decode_item_object(const json& object) {
   if (!object.is_object()) return serialization_error("Start of structure or map expected for an item");
   Item out;
+  out.reserve(object.size());
   for (const auto& [name, member] : object.items()) {
     auto value = decode_value(member, 1);
     if (!value) return std::move(value).error();

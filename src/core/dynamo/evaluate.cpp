@@ -375,6 +375,7 @@ Item project(const ProjectionPlan& projection, const Item& item) {
     by_name[path[0].name].push_back(DocumentPath(path.begin() + 1, path.end()));
   }
   Item out;
+  out.reserve(std::min(by_name.size(), item.size()));
   for (const auto& [name, tails] : by_name) {
     const auto found = item.find(name);
     if (found == item.end()) continue;

@@ -202,8 +202,8 @@ Result<void> check_key_attributes(const UpdatePlan& plan, const KeySchema& key_s
   return {};
 }
 
-Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& item) {
-  if (auto keys = check_key_attributes(plan, key_schema); !keys) return keys;
+Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const Item& item) {
+  if (auto keys = check_key_attributes(plan, key_schema); !keys) return std::move(keys).error();
   Item next = item;
   // List indices in REMOVE refer to the list before the update, so removals
   // run last and from the highest index down (paths never overlap, so this
@@ -214,18 +214,24 @@ Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& it
       removals.push_back(&action);
       continue;
     }
-    if (auto applied = apply_action(action, item, next); !applied) return applied;
+    if (auto done = apply_action(action, item, next); !done) return std::move(done).error();
   }
   std::sort(removals.begin(), removals.end(), [](const UpdateAction* a, const UpdateAction* b) {
     return path_less(b->path, a->path);
   });
   for (const UpdateAction* action : removals) {
-    if (auto applied = apply_action(*action, item, next); !applied) return applied;
+    if (auto done = apply_action(*action, item, next); !done) return std::move(done).error();
   }
   if (item_size_bytes(next) > item_size_bytes_max) {
     return validation_error("Item size to update has exceeded the maximum allowed size");
   }
-  item = std::move(next);
+  return next;
+}
+
+Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& item) {
+  auto next = applied(plan, key_schema, item);
+  if (!next) return std::move(next).error();
+  item = std::move(next).value();
   return {};
 }
 

@@ -261,7 +261,8 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     return;
   }
   sweep_->page_failures = 0;
-  for (const dynamo::Item& item : query->items.value_or(std::vector<dynamo::Item>{})) {
+  static const std::vector<dynamo::Item> no_items;
+  for (const dynamo::Item& item : query->items ? *query->items : no_items) {
     std::optional<LeaseView> lease = parse_lease(item);
     if (!lease) continue;
     // Only owners that look alive may be ranked as watchers: a crashed worker

@@ -4,15 +4,20 @@
 // carries (N: decimal string, B: base64), so a decode/encode round trip is
 // byte-exact; numeric meaning comes from Decimal (decimal.hpp) where needed.
 //
-// Item is an ordered map so that iteration order, and therefore every encoded
+// Item maps attribute names to values in name order (byte-wise, the order of
+// std::map<std::string>), so that iteration order, and therefore every encoded
 // byte and every trace hash, is deterministic.
 
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace leaseproof::dynamo {
@@ -23,10 +28,88 @@ enum class AttributeType : uint8_t { s, n, b, boolean, null, m, l, ss, ns, bs };
 std::string_view type_descriptor(AttributeType type);
 
 class AttributeValue;
-// std::map and std::vector of a type that is still incomplete here: vector is
-// guaranteed since C++17; map works with libstdc++ and libc++, which is every
-// toolchain this project builds with.
-using Item = std::map<std::string, AttributeValue>;
+
+// A name the map can be looked up or keyed by: std::string, std::string_view,
+// a string literal.
+template <typename K>
+concept AttributeName = std::convertible_to<K, std::string_view>;
+
+// Item: attribute name -> value, the subset of std::map's interface this code
+// base uses, stored flat in a vector of (name, value) pairs kept sorted by
+// name. Items are small, copied on every write and looked up by name all the
+// time; a tree node per attribute made that allocation and pointer chasing.
+// The order is std::string's byte-wise order, exactly std::map<std::string>'s,
+// so iteration order (and every encoded byte and trace hash) is unchanged.
+// Lookups take std::string_view, so they build no temporary strings.
+//
+// Unlike std::map, inserting or erasing invalidates iterators, pointers and
+// references into the Item (as for any vector): do not hold them across a
+// change of the same Item. Names must not be changed through an iterator.
+//
+// AttributeValue is still incomplete here (AttributeValue::map takes an
+// Item); member functions are defined below it.
+class Item {
+ public:
+  using key_type = std::string;
+  using mapped_type = AttributeValue;
+  using value_type = std::pair<std::string, AttributeValue>;
+  using container_type = std::vector<value_type>;
+  using size_type = std::size_t;
+  using iterator = container_type::iterator;
+  using const_iterator = container_type::const_iterator;
+
+  Item() = default;
+  // Sorted by name; of duplicate names the first wins, as with std::map.
+  Item(std::initializer_list<value_type> members);
+
+  iterator begin() { return entries_.begin(); }
+  iterator end() { return entries_.end(); }
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
+  const_iterator cbegin() const { return entries_.cbegin(); }
+  const_iterator cend() const { return entries_.cend(); }
+
+  bool empty() const { return entries_.empty(); }
+  size_type size() const { return entries_.size(); }
+  void clear() { entries_.clear(); }
+  void reserve(size_type count) { entries_.reserve(count); }
+
+  iterator find(std::string_view name);
+  const_iterator find(std::string_view name) const;
+  bool contains(std::string_view name) const;
+  size_type count(std::string_view name) const { return contains(name) ? 1 : 0; }
+  // Throws std::out_of_range when absent, as std::map::at does.
+  AttributeValue& at(std::string_view name);
+  const AttributeValue& at(std::string_view name) const;
+
+  // Inserts a NULL value when absent.
+  template <AttributeName K>
+  AttributeValue& operator[](K&& name);
+  // Inserts when absent, else leaves the present value (and `args`) alone.
+  template <AttributeName K, typename... Args>
+  std::pair<iterator, bool> try_emplace(K&& name, Args&&... args);
+  template <AttributeName K, typename... Args>
+  std::pair<iterator, bool> emplace(K&& name, Args&&... args) {
+    return try_emplace(std::forward<K>(name), std::forward<Args>(args)...);
+  }
+  template <AttributeName K, typename V>
+  std::pair<iterator, bool> insert_or_assign(K&& name, V&& value);
+
+  size_type erase(std::string_view name);
+  iterator erase(const_iterator position);
+  iterator erase(const_iterator first, const_iterator last);
+
+  bool operator==(const Item& other) const;
+
+ private:
+  static bool name_less(const value_type& entry, std::string_view name);
+  // First entry whose name is not less than `name`.
+  iterator lower_bound(std::string_view name);
+  const_iterator lower_bound(std::string_view name) const;
+
+  container_type entries_;
+};
+
 using AttributeList = std::vector<AttributeValue>;
 
 class AttributeValue {
@@ -87,6 +170,85 @@ class AttributeValue {
   std::string text_;
   std::unique_ptr<Composite, CompositeDeleter> composite_;
 };
+
+// Item's members that need AttributeValue complete.
+
+inline bool Item::name_less(const value_type& entry, std::string_view name) {
+  return std::string_view(entry.first) < name;
+}
+
+inline Item::const_iterator Item::lower_bound(std::string_view name) const {
+  return std::lower_bound(entries_.begin(), entries_.end(), name, name_less);
+}
+
+inline Item::iterator Item::lower_bound(std::string_view name) {
+  return std::lower_bound(entries_.begin(), entries_.end(), name, name_less);
+}
+
+inline Item::const_iterator Item::find(std::string_view name) const {
+  const auto at = lower_bound(name);
+  return at != entries_.end() && at->first == name ? at : entries_.end();
+}
+
+inline Item::iterator Item::find(std::string_view name) {
+  const auto at = lower_bound(name);
+  return at != entries_.end() && at->first == name ? at : entries_.end();
+}
+
+inline bool Item::contains(std::string_view name) const { return find(name) != end(); }
+
+inline AttributeValue& Item::at(std::string_view name) {
+  const auto found = find(name);
+  if (found == end()) throw std::out_of_range("Item::at: no such attribute");
+  return found->second;
+}
+
+inline const AttributeValue& Item::at(std::string_view name) const {
+  const auto found = find(name);
+  if (found == end()) throw std::out_of_range("Item::at: no such attribute");
+  return found->second;
+}
+
+template <AttributeName K>
+AttributeValue& Item::operator[](K&& name) {
+  return try_emplace(std::forward<K>(name)).first->second;
+}
+
+template <AttributeName K, typename... Args>
+std::pair<Item::iterator, bool> Item::try_emplace(K&& name, Args&&... args) {
+  const std::string_view wanted(name);
+  const auto at = lower_bound(wanted);
+  if (at != entries_.end() && at->first == wanted) return {at, false};
+  // The entry is built before the vector changes, so `name` and `args` may
+  // refer into this Item.
+  value_type entry(std::string(std::forward<K>(name)), AttributeValue(std::forward<Args>(args)...));
+  return {entries_.insert(at, std::move(entry)), true};
+}
+
+template <AttributeName K, typename V>
+std::pair<Item::iterator, bool> Item::insert_or_assign(K&& name, V&& value) {
+  const std::string_view wanted(name);
+  const auto at = lower_bound(wanted);
+  if (at != entries_.end() && at->first == wanted) {
+    at->second = std::forward<V>(value);
+    return {at, false};
+  }
+  value_type entry(std::string(std::forward<K>(name)), AttributeValue(std::forward<V>(value)));
+  return {entries_.insert(at, std::move(entry)), true};
+}
+
+inline Item::size_type Item::erase(std::string_view name) {
+  const auto found = find(name);
+  if (found == end()) return 0;
+  entries_.erase(found);
+  return 1;
+}
+
+inline Item::iterator Item::erase(const_iterator position) { return entries_.erase(position); }
+
+inline Item::iterator Item::erase(const_iterator first, const_iterator last) { return entries_.erase(first, last); }
+
+inline bool Item::operator==(const Item& other) const { return entries_ == other.entries_; }
 
 // Sizes per the DynamoDB developer guide ("Item sizes and formats"): strings
 // and names are UTF-8 bytes, binaries their decoded length, numbers about one

@@ -143,6 +143,9 @@ Result<void> check_key_attributes(const UpdatePlan& plan, const KeySchema& key_s
 // it was before the update. On error `item` is left unchanged. Checks the key
 // attributes and the 400 KB item size limit.
 Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& item);
+// The same, returning the updated item and leaving `item` as it is: saves the
+// caller a copy of the old item when it needs both.
+Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const Item& item);
 
 // The attributes an update touched, as found in `item` (pass the old item for
 // ReturnValues UPDATED_OLD, the new one for UPDATED_NEW).

@@ -19,7 +19,7 @@
 namespace leaseproof::dynamo {
 
 using ExpressionAttributeNames = std::map<std::string, std::string>;   // "#n" -> name
-using ExpressionAttributeValues = std::map<std::string, AttributeValue>;  // ":v" -> value
+using ExpressionAttributeValues = Item;  // ":v" -> value (an Item, so the item codec serves it)
 
 enum class ReturnValues : uint8_t { none, all_old, updated_old, all_new, updated_new };
 enum class ReturnValuesOnConditionCheckFailure : uint8_t { none, all_old };
