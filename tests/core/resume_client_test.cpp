@@ -136,6 +136,10 @@ TEST(ResumeClientConfig, DefaultsAreValidAndEachRejectionNamesTheField) {
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 0; }), "resume.record_batch_max (0) must be 1..99");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 100; }), "resume.record_batch_max (100) must be 1..99");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 99; }), "");
+  EXPECT_EQ(invalid([](ClientConfig& c) { c.record_retry_base = 0_s; }),
+            "resume.record_retry_base (0s) must be positive");
+  EXPECT_EQ(invalid([](ClientConfig& c) { c.record_retry_cap = 100_ms; }),
+            "resume.record_retry_cap (100ms) must be at least resume.record_retry_base (200ms)");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.window_update_bytes = 0; }), "resume.window_update_bytes must be positive");
   EXPECT_NE(invalid([](ClientConfig& c) { c.hub_silence_timeout = 0_s; }).find("resume.hub_silence_timeout"),
             std::string::npos);
@@ -196,7 +200,8 @@ TEST(ResumeClient, DuplicatesAtOrBelowTheCursorOrAlreadyHandedAreDropped) {
 }
 
 TEST(ResumeClient, AFailedRecordIsRetriedUnchangedAfterTheBackoff) {
-  ClientHarness h;
+  StubRandom random{highest};  // the longest delay full jitter allows: the ceiling
+  ClientHarness h{{}, {}, &random};
   h.start();
   const Record batch = only_record(h.frame(data(1, 1)));
   h.frame(data(1, 2));
@@ -217,6 +222,46 @@ TEST(ResumeClient, AFailedRecordIsRetriedUnchangedAfterTheBackoff) {
   // A late answer to the settled batch changes nothing.
   EXPECT_EQ(marks(h.recorded(batch.batch), "client.stale_record_reply"), 1);
   EXPECT_EQ(h.client().cursor(), (Position{1, 1}));
+}
+
+TEST(ResumeClient, RecordRetriesBackOffExponentiallyWithFullJitterAndResetAfterASuccess) {
+  StubRandom random{highest};
+  ClientConfig config;
+  config.record_retry_base = 200_ms;
+  config.record_retry_cap = 1_s;
+  ClientHarness h{config, {}, &random};
+  h.start();
+  const Record batch = only_record(h.frame(data(1, 1)));
+  // Ceilings 200 ms, 400 ms, 800 ms, then the 1 s cap; each delay is drawn from [0, ceiling].
+  for (const Duration ceiling : {200_ms, 400_ms, 800_ms, 1_s, 1_s}) {
+    random.bounds.clear();
+    EXPECT_EQ(marks(h.failed(batch.batch), "client.record_retry"), 1);
+    EXPECT_EQ(random.bounds, (std::vector<uint64_t>{static_cast<uint64_t>(ceiling.ns()) + 1}));
+    EXPECT_EQ(h.client().next_deadline(), h.now() + ceiling);
+    EXPECT_EQ(only_record(h.fire_next()).batch, batch.batch);
+  }
+  random.set(lowest);  // full jitter reaches zero too
+  h.failed(batch.batch);
+  EXPECT_EQ(h.client().next_deadline(), h.now());
+  EXPECT_EQ(only_record(h.fire_next()).batch, batch.batch);
+}
+
+TEST(ResumeClient, WithoutJitterARecordRetryWaitsTheWholeCeilingAndASuccessResetsIt) {
+  ClientConfig config;
+  config.jitter = false;
+  ClientHarness h{config};
+  h.start();
+  const Record batch = only_record(h.frame(data(1, 1)));
+  h.failed(batch.batch);
+  EXPECT_EQ(h.client().next_deadline(), h.now() + 200_ms);
+  h.fire_next();
+  h.failed(batch.batch);
+  EXPECT_EQ(h.client().next_deadline(), h.now() + 400_ms);
+  h.fire_next();
+  h.recorded(batch.batch);
+  const Record next = only_record(h.frame(data(1, 2)));
+  h.failed(next.batch);
+  EXPECT_EQ(h.client().next_deadline(), h.now() + 200_ms);  // reset by the success
 }
 
 // ---- reconnect: position -------------------------------------------------------------

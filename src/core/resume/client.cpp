@@ -63,6 +63,13 @@ std::string ClientConfig::validate() const {
                          code, base, reconnect_cap);
     }
   }
+  if (!positive(record_retry_base)) {
+    return fmt::format("resume.record_retry_base ({}) must be positive", record_retry_base);
+  }
+  if (record_retry_cap < record_retry_base) {
+    return fmt::format("resume.record_retry_cap ({}) must be at least resume.record_retry_base ({})",
+                       record_retry_cap, record_retry_base);
+  }
   // TransactWriteItems takes at most 100 items, and one of them is the lease item.
   if (record_batch_max < 1 || record_batch_max > 99) {
     return fmt::format("resume.record_batch_max ({}) must be 1..99", record_batch_max);
@@ -180,6 +187,7 @@ void ResumeClient::on_recorded(uint64_t batch, Instant now, ClientActions& out) 
   cursor_ = config_.bug_cursor_on_receive ? later_of(cursor_, in_flight_->through) : in_flight_->through;
   in_flight_.reset();
   retry_at_ = Instant::max();
+  record_failures_ = 0;
   attempt_ = 0;  // a session that made progress is healthy
   maybe_record(out);
 }
@@ -191,17 +199,36 @@ void ResumeClient::on_record_failed(uint64_t batch, Instant now, ClientActions& 
   }
   if (retry_at_ != Instant::max()) return;  // a retry is already scheduled
   out.push_back(ClientMark{"client.record_retry"});
-  retry_at_ = now + record_retry_backoff_;
+  const Duration ceiling = record_retry_ceiling();
+  if (record_failures_ < 64) ++record_failures_;  // past any cap: counting further changes nothing
+  retry_at_ = now + (config_.jitter ? full_jitter(ceiling) : ceiling);
+}
+
+namespace {
+
+// base * 2^doublings, at most cap. Doubles step by step: never overflows.
+Duration doubled(Duration base, uint32_t doublings, Duration cap) {
+  Duration ceiling = base;
+  for (uint32_t i = 0; i < doublings && ceiling < cap; ++i) ceiling = ceiling > cap / 2 ? cap : ceiling * 2;
+  return std::min(ceiling, cap);
+}
+
+}  // namespace
+
+Duration ResumeClient::full_jitter(Duration ceiling) {
+  LP_ASSERT(!ceiling.is_negative());
+  // Uniform in [0, ceiling], both ends included.
+  return Duration::from_ns(static_cast<int64_t>(random_.below(static_cast<uint64_t>(ceiling.ns()) + 1)));
+}
+
+Duration ResumeClient::record_retry_ceiling() const {
+  return doubled(config_.record_retry_base, record_failures_, config_.record_retry_cap);
 }
 
 Duration ResumeClient::backoff_ceiling(uint16_t code) const {
   const auto it = config_.reconnect_base_by_code.find(code);
-  Duration ceiling = it != config_.reconnect_base_by_code.end() ? it->second : config_.reconnect_base;
-  // Double at most attempt_ times, stopping at the cap: never overflows.
-  for (uint32_t i = 0; i < attempt_ && ceiling < config_.reconnect_cap; ++i) {
-    ceiling = ceiling > config_.reconnect_cap / 2 ? config_.reconnect_cap : ceiling * 2;
-  }
-  return std::min(ceiling, config_.reconnect_cap);
+  return doubled(it != config_.reconnect_base_by_code.end() ? it->second : config_.reconnect_base, attempt_,
+                 config_.reconnect_cap);
 }
 
 void ResumeClient::on_closed(uint16_t code, Instant now, ClientActions& out) {
@@ -218,12 +245,7 @@ void ResumeClient::on_closed(uint16_t code, Instant now, ClientActions& out) {
     return;
   }
   const Duration ceiling = backoff_ceiling(code);
-  LP_ASSERT(!ceiling.is_negative());
-  Duration delay = ceiling;
-  if (config_.jitter) {
-    // Full jitter: uniform in [0, ceiling], both ends included.
-    delay = Duration::from_ns(static_cast<int64_t>(random_.below(static_cast<uint64_t>(ceiling.ns()) + 1)));
-  }
+  const Duration delay = config_.jitter ? full_jitter(ceiling) : ceiling;
   LP_ASSERT_LE(delay, ceiling);
   if (attempt_ < 64) ++attempt_;  // 2^64 is past any cap: counting further changes nothing
   reconnect_at_ = now + delay;

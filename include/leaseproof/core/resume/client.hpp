@@ -37,6 +37,13 @@ struct ClientConfig {
   // that reports compare against; never what production should run).
   bool jitter = true;
   uint32_t record_batch_max = 25;
+  // A record write that failed (throttled, lost, conflicting) is sent again
+  // after an exponential backoff with full jitter, as AWS advises for
+  // throttling: uniform in [0, min(cap, base * 2^(failures - 1))], failures of
+  // this batch so far (jitter false: the ceiling itself). A fixed short delay
+  // turns a throttled table into a retry storm that only deepens it.
+  Duration record_retry_base = Duration::from_ms(200);
+  Duration record_retry_cap = Duration::from_s(5);
   // Tell the hub what was consumed (a Pong with ping 0) once this much was
   // read since the last Pong.
   uint64_t window_update_bytes = 64ull << 10;
@@ -112,8 +119,11 @@ class ResumeClient {
   uint32_t reconnect_attempt() const { return attempt_; }
   // The delay the next reconnect after `code` would draw from (its cap).
   Duration backoff_ceiling(uint16_t code) const;
+  // The delay the next record retry would draw from (its cap).
+  Duration record_retry_ceiling() const;
 
  private:
+  Duration full_jitter(Duration ceiling);
   void connect(Instant now, ClientActions& out);
   void maybe_record(ClientActions& out);
 
@@ -133,7 +143,7 @@ class ResumeClient {
   Instant reconnect_at_ = Instant::max();
   Instant last_frame_;  // set by every Connect and every frame; read only while connected
   uint64_t consumed_since_pong_ = 0;
-  Duration record_retry_backoff_ = Duration::from_ms(200);
+  uint32_t record_failures_ = 0;  // of the batch in flight
 };
 
 }  // namespace leaseproof::resume
