@@ -63,7 +63,7 @@ std::optional<Item> DynamoStore::State::index_entry(const TableState& table, con
 // change of the same item is never due before an earlier one, so an index
 // sees each item's versions in order.
 void DynamoStore::State::commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item,
-                                      Instant now) {
+                                      Instant now, const store_detail::WriteCost* cost) {
   auto& record = table.items[key.hash][key.range];
   record.previous = std::move(record.current);
   record.current = std::move(new_item);
@@ -79,10 +79,10 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   if (!record.current) tombstones.push_back(store_detail::Tombstone{now, table.name, key});
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     IndexState& index = table.indexes[i];
-    if (store_detail::same_index_entry(index, old_item ? &*old_item : nullptr,
-                                       record.current ? &*record.current : nullptr)) {
-      continue;
-    }
+    const bool changed = cost != nullptr ? cost->changes_index(i)
+                                         : !store_detail::same_index_entry(index, old_item ? &*old_item : nullptr,
+                                                                           record.current ? &*record.current : nullptr);
+    if (!changed) continue;
     auto new_entry = record.current ? index_entry(table, index, *record.current) : std::nullopt;
     auto& [last_due, pending_count] = index.pending[key];
     Instant due = now + options.gsi_lag.sample(prng);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 #include <leaseproof/models/dynamo_store.hpp>
 #include <leaseproof/sim/prng.hpp>
@@ -168,7 +169,14 @@ struct IndexWriteCost {
 struct WriteCost {
   uint32_t partition = 0;
   int64_t base_units = 0;
-  std::vector<IndexWriteCost> indexes;
+  std::vector<IndexWriteCost> indexes;  // the indexes whose entry the write changes
+
+  bool changes_index(std::size_t index) const {
+    for (const auto& cost : indexes) {
+      if (cost.index == index) return true;
+    }
+    return false;
+  }
 };
 
 struct GsiChange {
@@ -256,7 +264,7 @@ struct DynamoStore::State {
 
   DynamoStoreOptions options;
   sim::Prng prng;
-  std::map<std::string, TableState, std::less<>> tables;
+  std::map<std::string, TableState, LexLess> tables;
   std::map<std::string, TableAccounting, std::less<>> accounting;
   std::map<std::string, std::string, std::less<>> ttl_attributes;
   std::map<std::string, DynamoStore::StreamListener, std::less<>> streams;
@@ -319,7 +327,11 @@ struct DynamoStore::State {
                                                          const WriteCost& cost) const;
 
   // Commits and background work (dynamo_store_background.cpp).
-  void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now);
+  // `cost`, when given, is write_cost() of this very change (old and new
+  // item): its index list says which entries change, so they are not compared
+  // again.
+  void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now,
+                    const store_detail::WriteCost* cost = nullptr);
   std::optional<Item> index_entry(const TableState& table, const IndexState& index, const Item& item) const;
   void apply_gsi_change(store_detail::GsiChange&& change);
   void settle_gsi_change(store_detail::IndexState& index, const store_detail::TableKey& key);

@@ -101,7 +101,7 @@ Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const Tab
   }
   charge_write(table, cost);
   // Deleting an item that does not exist still costs 1 WCU, and changes nothing.
-  if (old_item != nullptr || new_item) commit_write(table, key, std::move(new_item), now);
+  if (old_item != nullptr || new_item) commit_write(table, key, std::move(new_item), now, &cost);
   return cost;
 }
 

@@ -114,7 +114,7 @@ Result<dynamo::Response> DynamoStore::State::batch_write_item(const dynamo::Batc
       continue;
     }
     charge_write(*write.table, cost);
-    if (old_item != nullptr || write.item) commit_write(*write.table, write.key, std::move(write.item), now);
+    if (old_item != nullptr || write.item) commit_write(*write.table, write.key, std::move(write.item), now, &cost);
     ++processed;
     WriteCost& total = consumed[write.table->name];
     total.base_units += cost.base_units;
@@ -420,7 +420,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     total.indexes.insert(total.indexes.end(), costs[i].indexes.begin(), costs[i].indexes.end());
     if (action.kind == ActionKind::check) continue;
     if (old_items[i] != nullptr || new_items[i]) {
-      commit_write(*action.table, action.key, std::move(new_items[i]), now);
+      commit_write(*action.table, action.key, std::move(new_items[i]), now, &costs[i]);
     }
   }
   if (request.client_request_token) {

@@ -1,6 +1,7 @@
 #include <leaseproof/sim/clock.hpp>
 
 #include <algorithm>
+#include <cstdint>
 
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/base/uint128.hpp>
@@ -9,10 +10,20 @@ namespace leaseproof::sim {
 namespace {
 constexpr int64_t kPpm = 1'000'000;
 
-int64_t floor_div(int128 numerator, int64_t denominator) {
-  int128 quotient = numerator / denominator;
+template <class Int>
+Int floor_div_in(Int numerator, Int denominator) {
+  Int quotient = numerator / denominator;
   if ((numerator % denominator != 0) && ((numerator < 0) != (denominator < 0))) --quotient;
-  return static_cast<int64_t>(quotient);
+  return quotient;
+}
+
+// Every clock reading divides; a 128-bit division is a libgcc call, and the
+// numerator fits 64 bits for any run shorter than a few centuries of drift.
+int64_t floor_div(int128 numerator, int64_t denominator) {
+  if (numerator >= INT64_MIN && numerator <= INT64_MAX) {
+    return floor_div_in<int64_t>(static_cast<int64_t>(numerator), denominator);
+  }
+  return static_cast<int64_t>(floor_div_in<int128>(numerator, denominator));
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include <leaseproof/sim/trace.hpp>
 
+#include <bit>
+#include <cstring>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -7,6 +9,22 @@
 #include <leaseproof/base/assert.hpp>
 
 namespace leaseproof::sim {
+
+namespace {
+
+uint64_t load_le64(const unsigned char* bytes) {
+  if constexpr (std::endian::native == std::endian::little) {
+    uint64_t word;
+    std::memcpy(&word, bytes, sizeof word);
+    return word;
+  } else {
+    uint64_t word = 0;
+    for (int i = 7; i >= 0; --i) word = (word << 8) | bytes[i];
+    return word;
+  }
+}
+
+}  // namespace
 
 std::string_view to_string(EventKind kind) {
   switch (kind) {
@@ -36,17 +54,17 @@ std::string_view to_string(EventKind kind) {
 
 void TraceHash::add_string(std::string_view text) {
   add_word(text.size());
-  uint64_t word = 0;
-  size_t filled = 0;
-  for (char c : text) {  // little-endian packing, independent of the host
-    word |= static_cast<uint64_t>(static_cast<uint8_t>(c)) << (8 * filled);
-    if (++filled == 8) {
-      add_word(word);
-      word = 0;
-      filled = 0;
-    }
+  // Little-endian packing of 8 bytes a word, the last word zero-padded,
+  // independent of the host.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t size = text.size();
+  size_t at = 0;
+  for (; at + 8 <= size; at += 8) add_word(load_le64(bytes + at));
+  if (at < size) {
+    unsigned char tail[8] = {};
+    std::memcpy(tail, bytes + at, size - at);
+    add_word(load_le64(tail));
   }
-  if (filled != 0) add_word(word);
 }
 
 void TraceHash::add_event(const TraceEvent& event) {
@@ -104,10 +122,6 @@ void append_json_string(std::string& out, std::string_view text) {
   }
   out.push_back('"');
 }
-
-namespace {
-
-}  // namespace
 
 std::string Trace::to_json_line(uint64_t index, const TraceEvent& event) const {
   std::string out = fmt::format(R"({{"i":{},"t_ns":{},"ev":"{}","node":)", index, event.true_time.ns(),

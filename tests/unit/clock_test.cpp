@@ -41,6 +41,26 @@ TEST(NodeClock, TrueDelayCoversTheMonotonicDelayWhateverTheDrift) {
   }
 }
 
+TEST(NodeClock, DriftRoundsTowardMinusInfinityInBothWidths) {
+  ClockModel slow;
+  slow.drift_ppm = -333;
+  NodeClock clock{slow};
+  // -333 ppm of 1 ns is -0.000333 ns: the floor is -1 ns, not 0.
+  EXPECT_EQ(clock.monotonic(Instant::from_ns(1)) - clock.monotonic(Instant::zero()), Duration::from_ns(0));
+  EXPECT_EQ(clock.monotonic(Instant::from_ns(3'003)) - clock.monotonic(Instant::zero()), Duration::from_ns(3'002));  // -0.999999 -> -1
+  // A product beyond 64 bits (8e18 ns x 1e5 ppm) takes the 128-bit path and
+  // still divides exactly: drift is a tenth of true time.
+  ClockModel fast;
+  fast.drift_ppm = NodeClock::kDriftPpmMax;
+  NodeClock far{fast};
+  const Instant late = Instant::from_ns(8'000'000'000'000'000'007);
+  EXPECT_EQ(far.monotonic(late) - far.monotonic(Instant::zero()), Duration::from_ns(8'800'000'000'000'000'007));
+  ClockModel backwards;
+  backwards.drift_ppm = -NodeClock::kDriftPpmMax;
+  NodeClock behind{backwards};
+  EXPECT_EQ(behind.monotonic(late) - behind.monotonic(Instant::zero()), Duration::from_ns(7'200'000'000'000'000'006));
+}
+
 TEST(NodeClockDeathTest, DriftBeyondTheBoundIsRejected) {
   ClockModel model;
   model.drift_ppm = NodeClock::kDriftPpmMax + 1;

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <sstream>
+#include <string>
 
 #include <leaseproof/sim/trace.hpp>
 
@@ -55,6 +57,42 @@ TEST(TraceHash, StringBoundariesAreEncoded) {
   b.add_string("a");
   b.add_string("bc");
   EXPECT_NE(a.value(), b.value());
+}
+
+// The canonical encoding (docs/trace-format.md): the length, then the bytes
+// packed little-endian 8 to a word, the last word zero-padded. Written out
+// byte by byte here, as the contract states it.
+uint64_t reference_string_hash(const std::string& text) {
+  TraceHash hash;
+  hash.add_word(text.size());
+  uint64_t word = 0;
+  size_t filled = 0;
+  for (char c : text) {
+    word |= static_cast<uint64_t>(static_cast<uint8_t>(c)) << (8 * filled);
+    if (++filled == 8) {
+      hash.add_word(word);
+      word = 0;
+      filled = 0;
+    }
+  }
+  if (filled != 0) hash.add_word(word);
+  return hash.value();
+}
+
+RC_GTEST_PROP(TraceHash, StringsFoldAsTheCanonicalEncoding, (const std::string& text)) {
+  TraceHash hash;
+  hash.add_string(text);
+  RC_ASSERT(hash.value() == reference_string_hash(text));
+}
+
+TEST(TraceHash, StringsOfEveryTailLengthFoldAsTheCanonicalEncoding) {
+  std::string text;
+  for (int length = 0; length <= 24; ++length) {
+    TraceHash hash;
+    hash.add_string(text);
+    EXPECT_EQ(hash.value(), reference_string_hash(text)) << "length " << length;
+    text.push_back(static_cast<char>(0xF0 + length % 16));
+  }
 }
 
 TEST(Trace, WritesOneJsonLinePerEventAndKeepsDigests) {

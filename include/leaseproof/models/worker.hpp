@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/core/lease/manager.hpp>
 #include <leaseproof/core/resume/session.hpp>
@@ -37,7 +38,7 @@ struct WorkerEnvironment {
   Duration sqs_poll_interval = Duration::from_ms(500);
   std::optional<StreamEnvironment> stream;  // none: sessions are only announced to `upstream`
   // Fault sites the core reaches through its FaultHook, by name.
-  std::map<std::string, sim::FaultSiteId, std::less<>> fault_sites;
+  std::map<std::string, sim::FaultSiteId, LexLess> fault_sites;
 };
 
 struct SessionPayload final : sim::Payload {
@@ -103,7 +104,7 @@ class WorkerProcess final : public sim::Process {
   std::string worker_id_;
   uint64_t timer_ = 0;
   Instant timer_at_ = Instant::max();
-  std::map<std::string, Stream, std::less<>> streams_;
+  std::map<std::string, Stream, LexLess> streams_;
   std::map<ws::ConnectionId, std::string> stream_by_socket_;
   std::set<std::pair<Instant, std::string>> stream_wakeups_;  // stale entries dropped when they surface
   uint64_t stream_timer_ = 0;
@@ -121,7 +122,7 @@ class UpstreamEndpoint final : public sim::Process {
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
 
  private:
-  std::map<std::string, std::set<std::string>, std::less<>> sessions_;
+  std::map<std::string, std::set<std::string>, LexLess> sessions_;
 };
 
 }  // namespace leaseproof::models

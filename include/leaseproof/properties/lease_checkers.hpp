@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/ids.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/sim/trace.hpp>
@@ -119,7 +120,7 @@ class ActingTracker {
 
   NodeNamer names_;
   std::vector<NodeView> nodes_;
-  std::map<std::string, ConnectionState, std::less<>> connections_;
+  std::map<std::string, ConnectionState, LexLess> connections_;
   std::map<WorkerIdentity, std::set<std::string>> connections_of_;
   std::set<std::string> touched_;
   std::vector<std::string> errors_;

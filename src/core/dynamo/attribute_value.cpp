@@ -1,6 +1,7 @@
 #include <leaseproof/core/dynamo/attribute_value.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include <fmt/format.h>
@@ -39,8 +40,17 @@ AttributeValue::Composite& AttributeValue::composite() {
 
 Item::Item(std::initializer_list<value_type> members) : entries_(members) {
   // Stable, so that of equal names the first given stays first and is kept.
-  std::stable_sort(entries_.begin(), entries_.end(),
-                   [](const value_type& a, const value_type& b) { return a.first < b.first; });
+  // Brace lists are short: an insertion sort, which needs no buffer.
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    auto hole = it;
+    if (hole == entries_.begin() || !(it->first < std::prev(hole)->first)) continue;
+    value_type moving = std::move(*it);
+    do {
+      *hole = std::move(*std::prev(hole));
+      --hole;
+    } while (hole != entries_.begin() && moving.first < std::prev(hole)->first);
+    *hole = std::move(moving);
+  }
   entries_.erase(std::unique(entries_.begin(), entries_.end(),
                              [](const value_type& a, const value_type& b) { return a.first == b.first; }),
                  entries_.end());

@@ -144,8 +144,7 @@ const ExpressionCache::Entry* ExpressionContext::cached(ExpressionKind kind, std
   if (cache_ == nullptr) return nullptr;
   const ExpressionCache::Entry* entry = cache_->find(kind, text, *names_, *values_);
   if (entry == nullptr) return nullptr;
-  used_names_.insert(entry->used_names.begin(), entry->used_names.end());
-  used_values_.insert(entry->used_values.begin(), entry->used_values.end());
+  hits_.push_back(entry);
   return entry;
 }
 
@@ -153,6 +152,12 @@ void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std
                                  std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
                                  const std::set<std::string>& values_used) {
   if (cache_ == nullptr || !cacheable(text)) return;
+  // The insert may move or drop the entries hit so far: keep what they used.
+  for (const ExpressionCache::Entry* hit : hits_) {
+    used_names_.insert(hit->used_names.begin(), hit->used_names.end());
+    used_values_.insert(hit->used_values.begin(), hit->used_values.end());
+  }
+  hits_.clear();
   ExpressionCache::Entry entry;
   entry.kind = kind;
   entry.text = std::string(text);

@@ -303,10 +303,30 @@ Result<void> ExpressionContext::check_keys() const {
   return {};
 }
 
+std::set<std::string> ExpressionContext::used_names() const {
+  std::set<std::string> used = used_names_;
+  for (const ExpressionCache::Entry* hit : hits_) used.insert(hit->used_names.begin(), hit->used_names.end());
+  return used;
+}
+
+std::set<std::string> ExpressionContext::used_values() const {
+  std::set<std::string> used = used_values_;
+  for (const ExpressionCache::Entry* hit : hits_) used.insert(hit->used_values.begin(), hit->used_values.end());
+  return used;
+}
+
 Result<void> ExpressionContext::check_all_used() const {
+  auto name_used = [this](const std::string& key) {
+    if (used_names_.contains(key)) return true;
+    return std::any_of(hits_.begin(), hits_.end(), [&](const auto* hit) { return hit->used_names.contains(key); });
+  };
+  auto value_used = [this](const std::string& key) {
+    if (used_values_.contains(key)) return true;
+    return std::any_of(hits_.begin(), hits_.end(), [&](const auto* hit) { return hit->used_values.contains(key); });
+  };
   std::vector<std::string> unused_names;
   for (const auto& [key, name] : *names_) {
-    if (!used_names_.contains(key)) unused_names.push_back(key);
+    if (!name_used(key)) unused_names.push_back(key);
   }
   if (!unused_names.empty()) {
     return validation_error(fmt::format("Value provided in ExpressionAttributeNames unused in expressions: keys: {{{}}}",
@@ -314,7 +334,7 @@ Result<void> ExpressionContext::check_all_used() const {
   }
   std::vector<std::string> unused_values;
   for (const auto& [key, value] : *values_) {
-    if (!used_values_.contains(key)) unused_values.push_back(key);
+    if (!value_used(key)) unused_values.push_back(key);
   }
   if (!unused_values.empty()) {
     return validation_error(fmt::format("Value provided in ExpressionAttributeValues unused in expressions: keys: {{{}}}",

@@ -106,7 +106,12 @@ Instant LeaseManager::due_time(std::string_view connection) const {
 
 void LeaseManager::touch(std::string_view connection) {
   const Instant due = due_time(connection);
-  if (due != Instant::max()) wakeups_.emplace(due, std::string{connection});
+  if (due == Instant::max()) return;
+  // Most touches find their entry queued already: search before building one.
+  const std::pair<Instant, std::string_view> key{due, connection};
+  const auto at = wakeups_.lower_bound(key);
+  if (at != wakeups_.end() && !wakeups_.key_comp()(key, *at)) return;
+  wakeups_.emplace_hint(at, due, std::string{connection});
 }
 
 void LeaseManager::process(const std::string& connection, Clock now, Actions& out) {

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
+
 namespace leaseproof::dynamo {
 
 enum class AttributeType : uint8_t { s, n, b, boolean, null, m, l, ss, ns, bs };
@@ -174,7 +176,7 @@ class AttributeValue {
 // Item's members that need AttributeValue complete.
 
 inline bool Item::name_less(const value_type& entry, std::string_view name) {
-  return std::string_view(entry.first) < name;
+  return lex_compare(entry.first, name) < 0;
 }
 
 inline Item::const_iterator Item::lower_bound(std::string_view name) const {

@@ -261,8 +261,8 @@ class ExpressionContext {
   // Every given name and value was used by some parsed expression.
   Result<void> check_all_used() const;
 
-  const std::set<std::string>& used_names() const { return used_names_; }
-  const std::set<std::string>& used_values() const { return used_values_; }
+  std::set<std::string> used_names() const;
+  std::set<std::string> used_values() const;
 
  private:
   struct Borrow {};
@@ -280,8 +280,13 @@ class ExpressionContext {
   const ExpressionAttributeNames* names_;
   const ExpressionAttributeValues* values_;
   ExpressionCache* cache_ = nullptr;
+  // Placeholders used: those of fresh parses here, and those of the cache
+  // entries hit (read in place, not copied: most requests only hit). The
+  // entries stay valid until this context inserts one (remember() first folds
+  // them into the sets).
   std::set<std::string> used_names_;
   std::set<std::string> used_values_;
+  std::vector<const ExpressionCache::Entry*> hits_;
 };
 
 // One-shot forms without cross-expression tracking.

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/core/dynamo/error.hpp>
@@ -187,14 +188,23 @@ class LeaseManager {
   RandomSource& random_;
   FaultHook& faults_;
   uint64_t next_token_ = 1;
-  std::map<std::string, Held, std::less<>> held_;
-  std::map<std::string, Watch, std::less<>> watched_;
+  std::map<std::string, Held, LexLess> held_;
+  std::map<std::string, Watch, LexLess> watched_;
   std::map<uint64_t, Pending> pending_;
-  std::set<std::string, std::less<>> acquiring_;
-  std::set<std::string, std::less<>> known_workers_;  // owners seen by the last sweep
-  std::set<std::string, std::less<>> sweep_workers_;
+  std::set<std::string, LexLess> acquiring_;
+  std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
+  std::set<std::string, LexLess> sweep_workers_;
   std::optional<Sweep> sweep_;
-  mutable std::set<std::pair<Instant, std::string>, std::less<>> wakeups_;
+  // By due time, then connection; looked up with (Instant, string_view) keys.
+  struct WakeupLess {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      if (a.first != b.first) return a.first < b.first;
+      return lex_compare(a.second, b.second) < 0;
+    }
+  };
+  mutable std::set<std::pair<Instant, std::string>, WakeupLess> wakeups_;
   Instant next_reconcile_ = Instant::max();
   bool draining_ = false;
   bool drain_complete_ = false;

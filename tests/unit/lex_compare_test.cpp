@@ -1,0 +1,59 @@
+#include <leaseproof/base/lex_compare.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+namespace leaseproof {
+namespace {
+
+int sign(int x) { return (x > 0) - (x < 0); }
+
+// Strings that share long prefixes, so the 8-byte steps and the byte tail
+// both decide comparisons, with bytes above 0x7F (unsigned order).
+rc::Gen<std::string> key_text() {
+  return rc::gen::map(rc::gen::container<std::vector<uint8_t>>(rc::gen::inRange<uint8_t>(0, 4)),
+                      [](const std::vector<uint8_t>& parts) {
+                        static const char* const kParts[] = {"CONN#", "c1", "\xff", "", "abcdefgh"};
+                        std::string text;
+                        for (uint8_t part : parts) text += kParts[part];
+                        return text;
+                      });
+}
+
+RC_GTEST_PROP(LexCompare, OrdersAsStdStringCompare, ()) {
+  const std::string a = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>());
+  const std::string b = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>());
+  RC_ASSERT(sign(lex_compare(a, b)) == sign(a.compare(b)));
+  RC_ASSERT(LexLess{}(a, b) == (a < b));
+}
+
+TEST(LexCompare, DecidesByUnsignedBytesThenLength) {
+  EXPECT_LT(lex_compare("abcdefgh1", "abcdefgh2"), 0);  // after a full 8-byte step
+  EXPECT_GT(lex_compare("\xff", "a"), 0);                // 0xFF sorts after 'a'
+  EXPECT_LT(lex_compare("abcdefgh", "abcdefghi"), 0);    // a prefix first
+  EXPECT_EQ(lex_compare("same-key", "same-key"), 0);
+  EXPECT_LT(lex_compare("", "a"), 0);
+}
+
+TEST(LexLess, GivesAMapStdLessOrderAndStringViewLookup) {
+  std::map<std::string, int, LexLess> ours;
+  std::map<std::string, int> theirs;
+  for (const char* key : {"c10", "c9", "c1", "CONN#c2", "\xc3\xa9", "c10a"}) {
+    ours.emplace(key, 0);
+    theirs.emplace(key, 0);
+  }
+  std::vector<std::string> a;
+  std::vector<std::string> b;
+  for (const auto& [key, value] : ours) a.push_back(key);
+  for (const auto& [key, value] : theirs) b.push_back(key);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(ours.find(std::string_view{"c9"}), ours.end());
+  EXPECT_EQ(ours.find(std::string_view{"c99"}), ours.end());
+}
+
+}  // namespace
+}  // namespace leaseproof
