@@ -3,6 +3,7 @@
 #include <leaseproof/models/stream.hpp>
 
 #include <algorithm>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -47,7 +48,9 @@ void HubProcess::on_start(sim::NodeContext& context) {
 
 void HubProcess::note_channel(std::string_view label, const Peer& peer) {
   const auto count = channel_subscribers_.find(peer.channel);
-  context_->note(label, fmt::format("{} {}", peer.channel, peer.who),
+  fmt::memory_buffer detail;  // on the stack: no allocation per note
+  fmt::format_to(std::back_inserter(detail), "{} {}", peer.channel, peer.who);
+  context_->note(label, std::string_view{detail.data(), detail.size()},
                  count == channel_subscribers_.end() ? 0 : count->second);
 }
 

@@ -3,6 +3,8 @@
 // DynamoDB. The trace events written here are in docs/trace-format.md.
 #include <leaseproof/models/worker.hpp>
 
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include <leaseproof/models/dynamo_node.hpp>
@@ -112,8 +114,9 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
       // the stale-write rule judges the fenced writes only.
       const std::string_view kind{call->kind};
       const bool put = environment_.stream->session.mode == resume::RecordMode::put && kind == "record";
-      const std::string detail = fmt::format("{} {} {}", put ? "record_put" : kind == "probe" ? "read" : kind,
-                                             connection, stream.session->lease_epoch());
+      fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
+      fmt::format_to(std::back_inserter(detail), "{} {} {}", put ? "record_put" : kind == "probe" ? "read" : kind,
+                     connection, stream.session->lease_epoch());
       const uint64_t token = call->token;
       const uint64_t generation = stream.generation;
       const uint64_t message = call_dynamo(
@@ -126,10 +129,12 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
               found->second.session->on_sink_reply(token, result, context_->monotonic(), out);
             });
           });
-      context.note("lease.request", detail, static_cast<int64_t>(message));
+      context.note("lease.request", std::string_view{detail.data(), detail.size()}, static_cast<int64_t>(message));
     } else if (auto* recorded = std::get_if<resume::Recorded>(&action)) {
-      context.note("resume.recorded", fmt::format("{} {} {}", connection, recorded->through.epoch, recorded->through.seq),
-                   recorded->messages);
+      fmt::memory_buffer detail;
+      fmt::format_to(std::back_inserter(detail), "{} {} {}", connection, recorded->through.epoch,
+                     recorded->through.seq);
+      context.note("resume.recorded", std::string_view{detail.data(), detail.size()}, recorded->messages);
     } else if (auto* reset = std::get_if<resume::ResetSeen>(&action)) {
       const resume::Reset& r = reset->reset;
       context.note("resume.reset", fmt::format("{} {} {} {} {} {}", connection, resume::to_string(r.kind), r.after.epoch,

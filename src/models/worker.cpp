@@ -1,5 +1,7 @@
 #include <leaseproof/models/worker.hpp>
 
+#include <iterator>
+
 #include <fmt/format.h>
 
 #include <leaseproof/models/dynamo_node.hpp>
@@ -46,8 +48,9 @@ void WorkerProcess::apply(lease::Actions& actions) {
   for (lease::Action& action : actions) {
     if (auto* call = std::get_if<lease::DynamoCall>(&action)) {
       const uint64_t token = call->token;
-      const std::string detail = fmt::format("{} {} {}", lease::to_string(call->kind),
-                                             call->connection.empty() ? "-" : call->connection, call->epoch);
+      fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
+      fmt::format_to(std::back_inserter(detail), "{} {} {}", lease::to_string(call->kind),
+                     call->connection.empty() ? "-" : call->connection, call->epoch);
       const uint64_t message = call_dynamo(context, environment_.dynamo, std::move(call->request),
                                            environment_.config.request_timeout,
                                            [this, token](const dynamo::Result<dynamo::Response>* result) {
@@ -55,7 +58,7 @@ void WorkerProcess::apply(lease::Actions& actions) {
                                                manager_->on_reply(token, result, clock_of(*context_), out);
                                              });
                                            });
-      context.note("lease.request", detail, static_cast<int64_t>(message));
+      context.note("lease.request", std::string_view{detail.data(), detail.size()}, static_cast<int64_t>(message));
     } else if (auto* open = std::get_if<lease::OpenSession>(&action)) {
       context.note("lease.open", fmt::format("{} {}", open->connection, open->epoch), open->epoch);
       if (environment_.stream) {

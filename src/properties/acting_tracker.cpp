@@ -135,7 +135,7 @@ void ActingTracker::apply_note(const sim::TraceEvent& event) {
 }
 
 void ActingTracker::on_open(WorkerIdentity worker, std::string_view detail, Instant at) {
-  const std::vector<std::string_view> words = text::split_words(detail);
+  const text::Words words = text::split_words(detail);
   const std::optional<uint64_t> epoch = words.size() == 2 ? text::parse_u64(words[1]) : std::nullopt;
   if (!epoch) {
     errors_.push_back(fmt::format("malformed lease.open detail '{}' at {}", detail, at));
@@ -154,7 +154,7 @@ void ActingTracker::on_open(WorkerIdentity worker, std::string_view detail, Inst
 }
 
 void ActingTracker::on_close(WorkerIdentity worker, std::string_view detail, Instant at) {
-  const std::vector<std::string_view> words = text::split_words(detail);
+  const text::Words words = text::split_words(detail);
   const std::optional<GapCause> cause = words.size() == 3 ? cause_of_close(words[2]) : std::nullopt;
   if (!cause || !text::parse_u64(words[1])) {
     errors_.push_back(fmt::format("malformed lease.close detail '{}' at {}", detail, at));

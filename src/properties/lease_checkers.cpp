@@ -14,14 +14,14 @@ namespace leaseproof::properties {
 
 namespace text {
 
-std::vector<std::string_view> split_words(std::string_view text) {
-  std::vector<std::string_view> words;
+Words split_words(std::string_view text) {
+  Words words;
   size_t at = 0;
   while (at < text.size()) {
     const size_t begin = text.find_first_not_of(' ', at);
     if (begin == std::string_view::npos) break;
     const size_t end = std::min(text.find(' ', begin), text.size());
-    words.push_back(text.substr(begin, end - begin));
+    words.add(text.substr(begin, end - begin));
     at = end;
   }
   return words;

@@ -123,7 +123,7 @@ void OwnershipChecker::report_overlap(const std::string& connection, const Pair&
 }
 
 void OwnershipChecker::on_request(const sim::TraceEvent& event) {
-  const std::vector<std::string_view> words = text::split_words(event.detail);
+  const text::Words words = text::split_words(event.detail);
   const std::optional<uint64_t> epoch = words.size() == 3 ? text::parse_u64(words[2]) : std::nullopt;
   if (!epoch || event.value <= 0) {
     violation(fmt::format("trace contract: malformed lease.request (detail '{}', message {}) at {}", event.detail,
@@ -175,7 +175,7 @@ void OwnershipChecker::check_write(const Request& request, Instant at, uint64_t 
 }
 
 void OwnershipChecker::on_upstream(const sim::TraceEvent& event) {
-  const std::vector<std::string_view> words = text::split_words(event.detail);
+  const text::Words words = text::split_words(event.detail);
   if (words.size() != 2) {
     violation(fmt::format("trace contract: malformed {} detail '{}' at {}", event.label, event.detail,
                           event.true_time));

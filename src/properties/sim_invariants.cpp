@@ -4,6 +4,34 @@
 
 namespace leaseproof::properties {
 
+// base_ only moves up, so every id in below_ stays below the window.
+void IdWindow::insert(uint64_t id) {
+  if (present_.empty() && id > base_) base_ = id;
+  if (id < base_) {
+    below_.insert(id);
+    return;
+  }
+  const uint64_t offset = id - base_;
+  if (offset >= present_.size()) present_.resize(offset + 1, false);
+  present_[offset] = true;
+}
+
+bool IdWindow::contains(uint64_t id) const {
+  if (id < base_ || id - base_ >= present_.size()) return below_.contains(id);
+  return present_[id - base_];
+}
+
+bool IdWindow::erase(uint64_t id) {
+  if (id < base_ || id - base_ >= present_.size()) return below_.erase(id) > 0;
+  if (!present_[id - base_]) return false;
+  present_[id - base_] = false;
+  while (!present_.empty() && !present_.front()) {
+    present_.pop_front();
+    ++base_;
+  }
+  return true;
+}
+
 using sim::EventKind;
 
 SimInvariants::NodeView& SimInvariants::view(NodeId node) {
@@ -81,7 +109,7 @@ void SimInvariants::observe(const sim::TraceEvent& event) {
       [[fallthrough]];
     case EventKind::drop:
       if (event.kind == EventKind::drop) queued_.erase(event.id);
-      if (in_flight_.erase(event.id) == 0) {
+      if (!in_flight_.erase(event.id)) {
         violation(event, fmt::format("message {} was not in flight", event.id));
       }
       break;

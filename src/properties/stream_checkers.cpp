@@ -47,7 +47,7 @@ void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
 
 // "resume.reset <connection> <kind> <after epoch> <after seq> <resume epoch> <resume seq>"
 void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
-  const std::vector<std::string_view> words = text::split_words(event.detail);
+  const text::Words words = text::split_words(event.detail);
   std::optional<int64_t> numbers[4];
   if (words.size() == 6) {
     for (size_t i = 0; i < 4; ++i) numbers[i] = parse_i64(words[2 + i]);
@@ -162,7 +162,7 @@ void DeadPeerChecker::observe(const sim::TraceEvent& event) {
   }
   if (event.kind != EventKind::note || (event.label != "upstream.open" && event.label != "upstream.close")) return;
   hubs_.insert(node);
-  const std::vector<std::string_view> words = text::split_words(event.detail);
+  const text::Words words = text::split_words(event.detail);
   if (words.size() != 2) return;
   const std::string who{words[1]};
   if (event.label == "upstream.open") {

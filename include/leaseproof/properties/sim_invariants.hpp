@@ -9,6 +9,7 @@
 //   - every delivery or drop names a message that was sent and is still in flight.
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -16,6 +17,22 @@
 #include <leaseproof/sim/trace.hpp>
 
 namespace leaseproof::properties {
+
+// A set of message ids. The world hands ids out in ascending order and most
+// messages arrive soon, so a window of flags from the oldest id still present
+// holds them without a node per message; an id below the window (never the
+// case in a world's trace, but allowed) is kept in a plain set.
+class IdWindow {
+ public:
+  void insert(uint64_t id);
+  bool erase(uint64_t id);  // whether it was present
+  bool contains(uint64_t id) const;
+
+ private:
+  uint64_t base_ = 0;         // id of present_.front()
+  std::deque<bool> present_;  // present_.front() is true, or the deque is empty
+  std::unordered_set<uint64_t> below_;
+};
 
 class SimInvariants {
  public:
@@ -42,8 +59,8 @@ class SimInvariants {
 
   std::vector<NodeView> nodes_;
   bool partitioned(NodeId from, NodeId to);
-  std::unordered_set<uint64_t> in_flight_;  // membership only
-  std::unordered_set<uint64_t> queued_;     // arrived at a paused node
+  IdWindow in_flight_;
+  std::unordered_set<uint64_t> queued_;  // arrived at a paused node
   std::vector<std::string> violations_;
   uint64_t index_ = 0;
   uint64_t deliveries_checked_ = 0;

@@ -145,24 +145,25 @@ std::optional<AttributeValue> size_of(const AttributeValue& value) {
   }
 }
 
-std::optional<AttributeValue> operand_value(const Operand& operand, const Item& item) {
+// The operand's value, or null when it has none (a missing attribute), read
+// in place (in the item or the expression) rather than copied; only size()
+// computes a value, which it leaves in `computed`.
+const AttributeValue* operand_value(const Operand& operand, const Item& item,
+                                    std::optional<AttributeValue>& computed) {
   switch (operand.kind) {
-    case Operand::Kind::value: return operand.value;
-    case Operand::Kind::path: {
-      const AttributeValue* found = resolve(item, operand.path);
-      if (found == nullptr) return std::nullopt;
-      return *found;
-    }
+    case Operand::Kind::value: return &operand.value;
+    case Operand::Kind::path: return resolve(item, operand.path);
     case Operand::Kind::size: {
       const AttributeValue* found = resolve(item, operand.path);
-      if (found == nullptr) return std::nullopt;
-      return size_of(*found);
+      if (found == nullptr) return nullptr;
+      computed = size_of(*found);
+      return computed ? &*computed : nullptr;
     }
   }
   LP_UNREACHABLE("operand kind {}", static_cast<int>(operand.kind));
 }
 
-bool compare(Comparator comparator, const std::optional<AttributeValue>& a, const std::optional<AttributeValue>& b) {
+bool compare(Comparator comparator, const AttributeValue* a, const AttributeValue* b) {
   if (comparator == Comparator::eq || comparator == Comparator::ne) {
     const bool equal = a && b && values_equal(*a, *b);
     return comparator == Comparator::eq ? equal : !equal;
@@ -212,13 +213,15 @@ bool contains(const AttributeValue& haystack, const AttributeValue& needle) {
 }
 
 bool evaluate_function(const Condition& condition, const Item& item) {
-  const auto subject = operand_value(condition.operands[0], item);
+  std::optional<AttributeValue> subject_computed;
+  const AttributeValue* subject = operand_value(condition.operands[0], item, subject_computed);
   switch (condition.kind) {
-    case ConditionKind::attribute_exists: return subject.has_value();
-    case ConditionKind::attribute_not_exists: return !subject.has_value();
+    case ConditionKind::attribute_exists: return subject != nullptr;
+    case ConditionKind::attribute_not_exists: return subject == nullptr;
     default: break;
   }
-  const auto argument = operand_value(condition.operands[1], item);
+  std::optional<AttributeValue> argument_computed;
+  const AttributeValue* argument = operand_value(condition.operands[1], item, argument_computed);
   if (!subject || !argument) return false;
   switch (condition.kind) {
     case ConditionKind::attribute_type:
@@ -233,18 +236,27 @@ bool evaluate_function(const Condition& condition, const Item& item) {
 
 bool evaluate(const Condition& condition, const Item& item) {
   switch (condition.kind) {
-    case ConditionKind::comparison:
-      return compare(condition.comparator, operand_value(condition.operands[0], item),
-                     operand_value(condition.operands[1], item));
+    case ConditionKind::comparison: {
+      std::optional<AttributeValue> left;
+      std::optional<AttributeValue> right;
+      return compare(condition.comparator, operand_value(condition.operands[0], item, left),
+                     operand_value(condition.operands[1], item, right));
+    }
     case ConditionKind::between: {
-      const auto value = operand_value(condition.operands[0], item);
-      return compare(Comparator::ge, value, operand_value(condition.operands[1], item)) &&
-             compare(Comparator::le, value, operand_value(condition.operands[2], item));
+      std::optional<AttributeValue> value_computed;
+      std::optional<AttributeValue> low;
+      std::optional<AttributeValue> high;
+      const AttributeValue* value = operand_value(condition.operands[0], item, value_computed);
+      return compare(Comparator::ge, value, operand_value(condition.operands[1], item, low)) &&
+             compare(Comparator::le, value, operand_value(condition.operands[2], item, high));
     }
     case ConditionKind::in: {
-      const auto value = operand_value(condition.operands[0], item);
-      return std::any_of(condition.operands.begin() + 1, condition.operands.end(),
-                         [&](const Operand& candidate) { return compare(Comparator::eq, value, operand_value(candidate, item)); });
+      std::optional<AttributeValue> value_computed;
+      const AttributeValue* value = operand_value(condition.operands[0], item, value_computed);
+      return std::any_of(condition.operands.begin() + 1, condition.operands.end(), [&](const Operand& candidate) {
+        std::optional<AttributeValue> candidate_computed;
+        return compare(Comparator::eq, value, operand_value(candidate, item, candidate_computed));
+      });
     }
     case ConditionKind::logical_and:
       return evaluate(condition.children[0], item) && evaluate(condition.children[1], item);
@@ -304,16 +316,17 @@ std::string to_string(const Condition& condition) {
 }
 
 bool evaluate(const SortKeyCondition& condition, const AttributeValue& sort_value) {
-  const std::optional<AttributeValue> value = sort_value;
+  const AttributeValue* value = &sort_value;
+  const AttributeValue* bound = &condition.value;
   switch (condition.op) {
-    case SortKeyOperator::eq: return compare(Comparator::eq, value, condition.value);
-    case SortKeyOperator::lt: return compare(Comparator::lt, value, condition.value);
-    case SortKeyOperator::le: return compare(Comparator::le, value, condition.value);
-    case SortKeyOperator::gt: return compare(Comparator::gt, value, condition.value);
-    case SortKeyOperator::ge: return compare(Comparator::ge, value, condition.value);
+    case SortKeyOperator::eq: return compare(Comparator::eq, value, bound);
+    case SortKeyOperator::lt: return compare(Comparator::lt, value, bound);
+    case SortKeyOperator::le: return compare(Comparator::le, value, bound);
+    case SortKeyOperator::gt: return compare(Comparator::gt, value, bound);
+    case SortKeyOperator::ge: return compare(Comparator::ge, value, bound);
     case SortKeyOperator::between:
-      return condition.upper && compare(Comparator::ge, value, condition.value) &&
-             compare(Comparator::le, value, condition.upper);
+      return condition.upper && compare(Comparator::ge, value, bound) &&
+             compare(Comparator::le, value, &*condition.upper);
     case SortKeyOperator::begins_with: return begins_with(sort_value, condition.value);
   }
   LP_UNREACHABLE("sort key operator {}", static_cast<int>(condition.op));

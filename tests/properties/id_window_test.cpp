@@ -1,0 +1,46 @@
+#include <leaseproof/properties/sim_invariants.hpp>
+
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+namespace leaseproof::properties {
+namespace {
+
+// Any sequence of inserts and erases, ascending or not, behaves as std::set.
+RC_GTEST_PROP(IdWindow, BehavesAsASetUnderAnyOperations, ()) {
+  const auto ops = *rc::gen::container<std::vector<std::pair<bool, uint64_t>>>(
+      rc::gen::pair(rc::gen::arbitrary<bool>(), rc::gen::inRange<uint64_t>(0, 40)));
+  IdWindow window;
+  std::set<uint64_t> model;
+  for (const auto& [insert, id] : ops) {
+    if (insert) {
+      window.insert(id);
+      model.insert(id);
+    } else {
+      RC_ASSERT(window.erase(id) == (model.erase(id) > 0));
+    }
+    for (uint64_t probe = 0; probe < 40; ++probe) RC_ASSERT(window.contains(probe) == model.contains(probe));
+  }
+}
+
+TEST(IdWindow, ForgetsErasedIdsAndTakesIdsBelowTheWindow) {
+  IdWindow window;
+  window.insert(10);
+  window.insert(11);
+  window.insert(13);
+  EXPECT_TRUE(window.erase(10));
+  EXPECT_FALSE(window.erase(10));  // erased once only
+  window.insert(4);                // below the window's base
+  EXPECT_TRUE(window.contains(4));
+  EXPECT_FALSE(window.contains(12));
+  EXPECT_TRUE(window.erase(4));
+  EXPECT_TRUE(window.erase(11));
+  EXPECT_TRUE(window.erase(13));
+  EXPECT_FALSE(window.contains(13));
+}
+
+}  // namespace
+}  // namespace leaseproof::properties
