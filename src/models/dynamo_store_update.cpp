@@ -69,7 +69,7 @@ Result<Item> updated_item(const TableState& table, const Item& key_item, const I
   } else {
     next = base;
   }
-  next = dynamo::with_canonical_numbers(std::move(next));
+  dynamo::canonicalize_numbers(next);
   for (const auto& index : table.indexes) {
     if (auto problem = check_index_key_value(index, index.hash, next)) return std::move(*problem);
     if (index.range) {

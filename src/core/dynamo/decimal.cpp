@@ -231,24 +231,33 @@ std::string canonical_text(const std::string& text) {
 
 }  // namespace
 
-AttributeValue with_canonical_numbers(AttributeValue value) {
+void canonicalize_numbers(AttributeValue& value) {
   switch (value.type()) {
     case AttributeType::n:
-      if (canonical_integer(value.text())) return value;
-      return AttributeValue::number(canonical_text(value.text()));
+      if (!canonical_integer(value.text())) value = AttributeValue::number(canonical_text(value.text()));
+      return;
     case AttributeType::ns:
       for (auto& member : value.as_set()) member = canonical_text(member);
-      return value;
-    case AttributeType::m: value.as_map() = with_canonical_numbers(std::move(value.as_map())); return value;
+      return;
+    case AttributeType::m: canonicalize_numbers(value.as_map()); return;
     case AttributeType::l:
-      for (auto& element : value.as_list()) element = with_canonical_numbers(std::move(element));
-      return value;
-    default: return value;
+      for (auto& element : value.as_list()) canonicalize_numbers(element);
+      return;
+    default: return;
   }
 }
 
+void canonicalize_numbers(Item& item) {
+  for (auto& [name, value] : item) canonicalize_numbers(value);
+}
+
+AttributeValue with_canonical_numbers(AttributeValue value) {
+  canonicalize_numbers(value);
+  return value;
+}
+
 Item with_canonical_numbers(Item item) {
-  for (auto& [name, value] : item) value = with_canonical_numbers(std::move(value));
+  canonicalize_numbers(item);
   return item;
 }
 

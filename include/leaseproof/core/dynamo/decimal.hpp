@@ -57,5 +57,8 @@ class Decimal {
 // does not parse is kept as it is (the codec has rejected it already).
 AttributeValue with_canonical_numbers(AttributeValue value);
 Item with_canonical_numbers(Item item);
+// The same, in place: only the numbers that are not canonical yet change.
+void canonicalize_numbers(AttributeValue& value);
+void canonicalize_numbers(Item& item);
 
 }  // namespace leaseproof::dynamo
