@@ -1,5 +1,7 @@
 // ExpressionCache, and the ExpressionContext plumbing that parses through it.
 
+#include <cstring>
+
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 
@@ -9,13 +11,27 @@ namespace leaseproof::dynamo {
 
 namespace {
 
+// Eight bytes a step (the texts are a hundred bytes or more, hashed on every
+// request); the length goes in last, so ("ab","c") and ("a","bc") differ.
+// Only for the cache's lookups, within one process: never part of a result.
 void mix(uint64_t& hash, std::string_view bytes) {
-  for (char c : bytes) {
-    hash ^= static_cast<uint8_t>(c);
-    hash *= 0x100000001B3ULL;
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ULL;
+  auto step = [&hash](uint64_t word) {
+    hash = (hash ^ word) * kMultiplier;
+    hash ^= hash >> 32;
+  };
+  size_t at = 0;
+  for (; at + 8 <= bytes.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes.data() + at, 8);
+    step(word);
   }
-  hash ^= 0xFF;  // separator: ("ab","c") and ("a","bc") differ
-  hash *= 0x100000001B3ULL;
+  if (at < bytes.size()) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + at, bytes.size() - at);
+    step(word);
+  }
+  step(bytes.size());
 }
 
 // ASCII only: std::tolower would consult the process's locale, and core/
