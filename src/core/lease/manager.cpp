@@ -58,6 +58,65 @@ void LeaseManager::start(Clock now, Actions& out) {
   on_timer(now, out);
 }
 
+LeaseManager::Slot& LeaseManager::slot(std::string_view connection) {
+  LP_ASSERT(!connection.empty());
+  auto it = slots_.find(connection);
+  if (it == slots_.end()) {
+    it = slots_.emplace(std::string{connection}, Slot{}).first;
+    it->second.connection = &it->first;
+  }
+  return it->second;
+}
+
+LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) {
+  const auto it = slots_.find(connection);
+  return it == slots_.end() ? nullptr : &it->second;
+}
+
+const LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) const {
+  const auto it = slots_.find(connection);
+  return it == slots_.end() ? nullptr : &it->second;
+}
+
+LeaseManager::Held* LeaseManager::find_held(std::string_view connection) {
+  Slot* found = find_slot(connection);
+  return found != nullptr && found->held ? &*found->held : nullptr;
+}
+
+LeaseManager::Watch* LeaseManager::find_watch(std::string_view connection) {
+  Slot* found = find_slot(connection);
+  return found != nullptr && found->watch ? &*found->watch : nullptr;
+}
+
+bool LeaseManager::holds(std::string_view connection) const {
+  const Slot* found = find_slot(connection);
+  return found != nullptr && found->held.has_value();
+}
+
+LeaseManager::Held& LeaseManager::hold(std::string_view connection, Held held) {
+  Slot& target = slot(connection);
+  if (target.watch) {
+    target.watch.reset();
+    --watch_count_;
+  }
+  if (!target.held) ++held_count_;
+  target.held = std::move(held);
+  return *target.held;
+}
+
+void LeaseManager::drop_held(Slot& target) {
+  LP_ASSERT(target.held.has_value());
+  target.held.reset();
+  --held_count_;
+}
+
+void LeaseManager::drop_watch(std::string_view connection) {
+  Slot* found = find_slot(connection);
+  if (found == nullptr || !found->watch) return;
+  found->watch.reset();
+  --watch_count_;
+}
+
 Instant LeaseManager::deadline_of(const Held& held) const {
   if (config_.algorithm == Algorithm::seed) return Instant::max();  // acts until a renew is refused
   return held.confirmed_sent + config_.lease_duration - config_.safety_margin;
@@ -81,60 +140,59 @@ void LeaseManager::close(std::string_view connection, Held& held, CloseReason re
 // replies are late, stops acting before it does anything else. Whatever else
 // came due (renewals, watch checks, the sweep) runs here too.
 void LeaseManager::expire_deadlines(Clock now, Actions& out) {
-  const size_t bound = 4 * (held_.size() + watched_.size() + wakeups_.size() + 1);
-  for (size_t steps = 0; !wakeups_.empty() && wakeups_.begin()->first <= now.monotonic; ++steps) {
+  const size_t bound = 4 * (held_count_ + watch_count_ + wakeups_.size() + 1);
+  for (size_t steps = 0; !wakeups_.empty() && wakeups_.begin()->at <= now.monotonic; ++steps) {
     LP_ASSERT_LT(steps, bound);
-    const std::string connection = wakeups_.begin()->second;
+    Slot* due = wakeups_.begin()->slot;
     wakeups_.erase(wakeups_.begin());
-    process(connection, now, out);
+    process(due, now, out);
   }
 }
 
-Instant LeaseManager::due_time(std::string_view connection) const {
-  if (connection.empty()) return sweep_ || draining_ ? Instant::max() : next_reconcile_;
+Instant LeaseManager::due_time(const Slot* slot) const {
+  if (slot == nullptr) return sweep_ || draining_ ? Instant::max() : next_reconcile_;
   Instant due = Instant::max();
-  if (auto it = held_.find(connection); it != held_.end()) {
-    const Held& held = it->second;
+  if (slot->held) {
+    const Held& held = *slot->held;
     if (held.release_token == 0) due = std::min(due, deadline_of(held));
     if (!draining_ && held.renew_token == 0 && held.read_token == 0) due = std::min(due, held.next_renew);
   }
-  if (auto it = watched_.find(connection); it != watched_.end() && !draining_ && it->second.token == 0) {
-    due = std::min(due, it->second.check_at);
-  }
+  if (slot->watch && !draining_ && slot->watch->token == 0) due = std::min(due, slot->watch->check_at);
   return due;
 }
 
 void LeaseManager::touch(std::string_view connection) {
-  const Instant due = due_time(connection);
-  if (due == Instant::max()) return;
-  // Most touches find their entry queued already: search before building one.
-  const std::pair<Instant, std::string_view> key{due, connection};
-  const auto at = wakeups_.lower_bound(key);
-  if (at != wakeups_.end() && !wakeups_.key_comp()(key, *at)) return;
-  wakeups_.emplace_hint(at, due, std::string{connection});
+  if (connection.empty()) return touch(nullptr);
+  if (Slot* found = find_slot(connection); found != nullptr) touch(found);
 }
 
-void LeaseManager::process(const std::string& connection, Clock now, Actions& out) {
-  if (connection.empty()) {
+void LeaseManager::touch(Slot* slot) {
+  const Instant due = due_time(slot);
+  if (due != Instant::max()) wakeups_.insert(Wakeup{due, slot});  // kept once
+}
+
+void LeaseManager::process(Slot* slot, Clock now, Actions& out) {
+  if (slot == nullptr) {
     if (!draining_ && !sweep_ && next_reconcile_ <= now.monotonic) start_sweep(now, out);
-    touch(connection);
+    touch(nullptr);
     return;
   }
-  if (auto it = held_.find(connection); it != held_.end()) {
-    Held& held = it->second;
+  const std::string& connection = *slot->connection;
+  if (slot->held) {
+    Held& held = *slot->held;
     if (deadline_of(held) <= now.monotonic && held.release_token == 0) {
       if (held.open) out.push_back(Mark{"lease.deadline_stop"});
       close(connection, held, CloseReason::deadline, out);
-      held_.erase(it);
+      drop_held(*slot);
     } else if (!draining_ && held.renew_token == 0 && held.read_token == 0 && held.next_renew <= now.monotonic) {
       renew(connection, held, now, out);
     }
   }
-  if (auto it = watched_.find(connection); it != watched_.end() && !draining_) {
-    Watch& watch = it->second;
+  if (slot->watch && !draining_) {
+    Watch& watch = *slot->watch;
     if (watch.token == 0 && watch.check_at <= now.monotonic) check_watch(connection, watch, now, out);
   }
-  touch(connection);
+  touch(slot);
 }
 
 // A confirmation (acquire or renew) sent at `sent` is in: the lease is ours
@@ -159,19 +217,21 @@ void LeaseManager::on_timer(Clock now, Actions& out) { expire_deadlines(now, out
 Instant LeaseManager::next_deadline() const {
   // Drop entries that later changes made stale (their connection is now due
   // later, or not at all); a fresher entry exists for the real due time.
-  while (!wakeups_.empty() && wakeups_.begin()->first < due_time(wakeups_.begin()->second)) {
+  while (!wakeups_.empty() && wakeups_.begin()->at < due_time(wakeups_.begin()->slot)) {
     wakeups_.erase(wakeups_.begin());
   }
-  return wakeups_.empty() ? Instant::max() : wakeups_.begin()->first;
+  return wakeups_.empty() ? Instant::max() : wakeups_.begin()->at;
 }
 
 uint32_t LeaseManager::active_connections() const {
-  return static_cast<uint32_t>(std::count_if(held_.begin(), held_.end(), [](const auto& h) { return h.second.open; }));
+  return static_cast<uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& entry) {
+    return entry.second.held && entry.second.held->open;
+  }));
 }
 
 bool LeaseManager::owns(std::string_view connection) const {
-  auto it = held_.find(connection);
-  return it != held_.end() && it->second.open;
+  const Slot* found = find_slot(connection);
+  return found != nullptr && found->held && found->held->open;
 }
 
 void LeaseManager::renew(std::string_view connection, Held& held, Clock now, Actions& out) {
@@ -203,7 +263,7 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
     case RequestKind::read:
       if (pending.acquire_read) {
         on_acquire_read(pending, reply, now, out);
-      } else if (held_.contains(pending.connection) && held_.find(pending.connection)->second.read_token == token) {
+      } else if (const Held* held = find_held(pending.connection); held != nullptr && held->read_token == token) {
         on_held_read(pending, reply, now, out);
       } else {
         on_watch_read(pending, reply, now, out);
@@ -219,12 +279,12 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
 
 void LeaseManager::on_renew_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                   Actions& out) {
-  auto it = held_.find(pending.connection);
-  if (it == held_.end() || it->second.epoch != pending.epoch) {
+  Slot* target = find_slot(pending.connection);
+  if (target == nullptr || !target->held || target->held->epoch != pending.epoch) {
     out.push_back(Mark{"lease.renew_after_loss"});  // the deadline passed first
     return;
   }
-  Held& held = it->second;
+  Held& held = *target->held;
   held.renew_token = 0;
   if (draining_) return;  // a release is in flight: its reply decides
   if (reply != nullptr && reply->ok()) {
@@ -241,7 +301,7 @@ void LeaseManager::on_renew_reply(const Pending& pending, const dynamo::Result<d
     // retried at the next heartbeat while the worker keeps acting.
     if (is_error(reply, dynamo::error_type::conditional_check_failed)) {
       close(pending.connection, held, CloseReason::lost, out);
-      held_.erase(it);
+      drop_held(*target);
       return;
     }
     held.next_renew = now.monotonic + config_.heartbeat_interval;
@@ -255,9 +315,9 @@ void LeaseManager::on_renew_reply(const Pending& pending, const dynamo::Result<d
 
 void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                 Actions& out) {
-  auto it = held_.find(pending.connection);
-  if (it == held_.end()) return;
-  Held& held = it->second;
+  Slot* target = find_slot(pending.connection);
+  if (target == nullptr || !target->held) return;
+  Held& held = *target->held;
   held.read_token = 0;
   if (draining_) return;  // a release is in flight: its reply decides
   if (reply == nullptr || (!reply->ok() && reply->error().type != dynamo::error_type::conditional_check_failed)) {
@@ -278,15 +338,15 @@ void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dyn
   out.push_back(Mark{"lease.lost"});
   const bool stopped = lease && lease->desired_state == kStopped;
   close(pending.connection, held, stopped ? CloseReason::stopped : CloseReason::lost, out);
-  held_.erase(it);
+  drop_held(*target);
 }
 
 void LeaseManager::checkpoint(std::string_view connection, int64_t sequence, Clock now, Actions& out) {
   expire_deadlines(now, out);
-  auto it = held_.find(connection);
-  if (it == held_.end() || !it->second.open) return;
-  send(out, RequestKind::checkpoint, connection, it->second.epoch,
-       checkpoint_request(config_, connection, worker_id_, it->second.epoch, sequence), now.monotonic);
+  const Held* held = find_held(connection);
+  if (held == nullptr || !held->open) return;
+  send(out, RequestKind::checkpoint, connection, held->epoch,
+       checkpoint_request(config_, connection, worker_id_, held->epoch, sequence), now.monotonic);
 }
 
 // ---- drain ---------------------------------------------------------------------
@@ -298,11 +358,15 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
   if (draining_) return;
   draining_ = true;
   out.push_back(Mark{"lease.drain"});
-  watched_.clear();
+  for (auto& [connection, entry] : slots_) {
+    entry.watch.reset();
+  }
+  watch_count_ = 0;
   // Stop acting first: the release is only written once the session is closed.
-  for (auto& [connection, held] : held_) {
-    close(connection, held, CloseReason::drained, out);
-    release(connection, held, now, out);
+  for (auto& [connection, entry] : slots_) {
+    if (!entry.held) continue;
+    close(connection, *entry.held, CloseReason::drained, out);
+    release(connection, *entry.held, now, out);
   }
   finish_drain(out);
 }
@@ -315,9 +379,9 @@ void LeaseManager::release(std::string_view connection, Held& held, Clock now, A
 
 void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                     Actions& out) {
-  auto it = held_.find(pending.connection);
-  if (it == held_.end()) return;
-  Held& held = it->second;
+  Slot* target = find_slot(pending.connection);
+  if (target == nullptr || !target->held) return;
+  Held& held = *target->held;
   held.release_token = 0;
   if (reply == nullptr && held.release_attempts < kReleaseAttemptsMax) {
     release(pending.connection, held, now, out);  // conditional on our epoch: safe to repeat
@@ -326,12 +390,12 @@ void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result
   // Announce only a release that certainly applied: a lease that was not
   // released is left to expire.
   if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
-  held_.erase(it);
+  drop_held(*target);
   finish_drain(out);
 }
 
 void LeaseManager::finish_drain(Actions& out) {
-  if (!draining_ || drain_complete_ || !held_.empty() || !acquiring_.empty()) return;
+  if (!draining_ || drain_complete_ || held_count_ != 0 || !acquiring_.empty()) return;
   drain_complete_ = true;
   out.push_back(DrainComplete{});
 }

@@ -34,18 +34,18 @@ uint64_t score(std::string_view connection, std::string_view worker) {
 }  // namespace
 
 bool LeaseManager::has_room() const {
-  return !draining_ && held_.size() + acquiring_.size() < config_.capacity;
+  return !draining_ && held_count_ + acquiring_.size() < config_.capacity;
 }
 
 void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out,
                            bool from_index) {
-  if (!has_room() || held_.contains(connection) || acquiring_.contains(connection)) return;
+  if (!has_room() || holds(connection) || acquiring_.contains(connection)) return;
   acquiring_.insert(std::string{connection});
   const uint64_t token = send(out, RequestKind::acquire, connection, 0,
                               acquire_request(config_, connection, worker_id_, now.wall.ms(), basis), now.monotonic);
   pending_.at(token).acquire_expires_ms = now.wall.ms() + config_.lease_duration.ms();
   pending_.at(token).from_index = from_index;
-  if (auto it = watched_.find(connection); it != watched_.end()) it->second.token = token;
+  if (Watch* watch = find_watch(connection); watch != nullptr) watch->token = token;
 }
 
 void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
@@ -61,7 +61,7 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
     return;
   }
   acquiring_.erase(pending.connection);
-  if (auto it = watched_.find(pending.connection); it != watched_.end()) it->second.token = 0;
+  if (Watch* watch = find_watch(pending.connection); watch != nullptr) watch->token = 0;
   if (reply == nullptr || !reply->ok()) {
     if (is_error(reply, dynamo::error_type::conditional_check_failed)) {
       out.push_back(Mark{"lease.acquire_refused"});
@@ -82,10 +82,9 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
   held.ws_url = lease ? lease->ws_url : std::string{};
   held.stream_epoch = lease ? lease->stream_epoch : 0;
   held.last_seq = lease ? lease->last_seq : 0;
-  watched_.erase(pending.connection);
-  auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
-  confirm(pending.connection, it->second, pending.sent, now, out);
-  if (draining_) release(pending.connection, it->second, now, out);  // acquired while draining: hand it back
+  Held& ours = hold(pending.connection, std::move(held));
+  confirm(pending.connection, ours, pending.sent, now, out);
+  if (draining_) release(pending.connection, ours, now, out);  // acquired while draining: hand it back
 }
 
 void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
@@ -94,7 +93,7 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;
   if (!lease || lease->owner != worker_id_) {
-    if (auto it = watched_.find(pending.connection); it != watched_.end()) it->second.token = 0;
+    if (Watch* watch = find_watch(pending.connection); watch != nullptr) watch->token = 0;
     if (lease) observe(*lease, now, out, false);
     return;
   }
@@ -111,10 +110,9 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   held.ws_url = lease->ws_url;
   held.stream_epoch = lease->stream_epoch;
   held.last_seq = lease->last_seq;
-  watched_.erase(pending.connection);
-  auto [it, inserted] = held_.insert_or_assign(pending.connection, std::move(held));
-  confirm(pending.connection, it->second, pending.sent, now, out);
-  if (draining_) release(pending.connection, it->second, now, out);  // acquired while draining: hand it back
+  Held& ours = hold(pending.connection, std::move(held));
+  confirm(pending.connection, ours, pending.sent, now, out);
+  if (draining_) release(pending.connection, ours, now, out);  // acquired while draining: hand it back
 }
 
 void LeaseManager::on_released(std::string_view connection, Clock now, Actions& out) {
@@ -149,8 +147,8 @@ bool LeaseManager::watches(const LeaseView& lease) const {
 // when to look again or whether to take it now.
 void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool from_sweep) {
   if (config_.algorithm == Algorithm::seed) return;  // the articles only reconcile
-  if (lease.desired_state != kStarted || held_.contains(lease.connection)) {
-    watched_.erase(lease.connection);
+  if (lease.desired_state != kStarted || holds(lease.connection)) {
+    drop_watch(lease.connection);
     return;
   }
   if (lease.owner.empty()) {
@@ -161,8 +159,13 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   // the sweep showed, so that a lease whose watchers are gone (crashed,
   // paused, cut off) is still taken at a later sweep once it has expired.
   const bool watcher = !from_sweep || watches(lease);
-  auto [it, inserted] = watched_.try_emplace(lease.connection);
-  Watch& watch = it->second;
+  Slot& target = slot(lease.connection);
+  const bool inserted = !target.watch.has_value();
+  if (inserted) {
+    target.watch.emplace();
+    ++watch_count_;
+  }
+  Watch& watch = *target.watch;
   if (inserted || watch.counter != lease.counter || watch.owner != lease.owner) {
     watch.first_seen = now.monotonic;  // a new value: the clock starts again
   }
@@ -178,7 +181,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
       return;
     }
     watch.check_at = watcher ? now.monotonic + until_expiry + Duration::from_ms(1) : Instant::max();
-    touch(lease.connection);
+    touch(&target);
     return;
   }
   const Instant unchanged_long_enough = watch.first_seen + config_.lease_duration + margin;
@@ -190,7 +193,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   // so the owner's last counter is seen at most one interval after it was
   // written, and the lease is taken lease + margin after that.
   watch.check_at = watcher ? std::min(unchanged_long_enough, now.monotonic + config_.watch_interval) : Instant::max();
-  touch(lease.connection);
+  touch(&target);
 }
 
 void LeaseManager::take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out) {
@@ -198,7 +201,7 @@ void LeaseManager::take_over(const std::string& connection, const LeaseView& lea
   if (config_.expiry_mode == ExpiryMode::counter && !lease.owner.empty()) basis.observed_counter = lease.counter;
   if (!lease.owner.empty()) out.push_back(Mark{"lease.takeover_expired"});
   if (!has_room()) {
-    watched_.erase(connection);
+    drop_watch(connection);
     return;
   }
   acquire(connection, basis, now, out);
@@ -212,17 +215,17 @@ void LeaseManager::check_watch(const std::string& connection, Watch& watch, Cloc
 
 void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                  Actions& out) {
-  auto it = watched_.find(pending.connection);
-  if (it == watched_.end()) return;
-  it->second.token = 0;
+  Watch* watch = find_watch(pending.connection);
+  if (watch == nullptr) return;
+  watch->token = 0;
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   if (get == nullptr) {
-    it->second.check_at = now.monotonic + config_.retry_backoff;
+    watch->check_at = now.monotonic + config_.retry_backoff;
     return;
   }
   const std::optional<LeaseView> lease = item_lease(get->item);
   if (!lease) {
-    watched_.erase(it);
+    drop_watch(pending.connection);
     return;
   }
   observe(*lease, now, out, false);
@@ -270,7 +273,7 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     // could leave no live watcher for them at all (after a mass crash).
     const bool looks_live = lease->expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
     if (!lease->owner.empty() && looks_live) sweep_workers_.insert(lease->owner);
-    if (held_.contains(lease->connection) || acquiring_.contains(lease->connection)) continue;
+    if (holds(lease->connection) || acquiring_.contains(lease->connection)) continue;
     if (lease->owner == worker_id_) {
       // Ours in the table but not held: our deadline passed (an outage, a
       // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
@@ -314,7 +317,7 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   uint32_t started = 0;
   for (const LeaseView& lease : free) {
     if (started == config_.acquire_per_round_max || !has_room()) break;
-    if (held_.contains(lease.connection) || acquiring_.contains(lease.connection)) continue;
+    if (holds(lease.connection) || acquiring_.contains(lease.connection)) continue;
     acquire(lease.connection, AcquireBasis{}, now, out, /*from_index=*/true);
     ++started;
   }

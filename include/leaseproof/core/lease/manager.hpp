@@ -140,14 +140,33 @@ class LeaseManager {
     std::vector<LeaseView> free;  // candidates to acquire at the end
   };
 
+  // Everything this worker keeps about one connection: held, watched, or
+  // neither (then it is only a name). Slots are never erased (a worker meets a
+  // bounded set of connections), so the wakeup queue can point at them.
+  struct Slot {
+    const std::string* connection = nullptr;  // the key of this slot in slots_
+    std::optional<Held> held;
+    std::optional<Watch> watch;
+  };
+  Slot& slot(std::string_view connection);  // made on first use
+  Slot* find_slot(std::string_view connection);
+  const Slot* find_slot(std::string_view connection) const;
+  Held* find_held(std::string_view connection);
+  Watch* find_watch(std::string_view connection);
+  bool holds(std::string_view connection) const;
+  Held& hold(std::string_view connection, Held held);  // replaces any earlier one; ends a watch
+  void drop_held(Slot& slot);
+  void drop_watch(std::string_view connection);
+
   Instant deadline_of(const Held& held) const;
   // Timers: every connection with something due (deadline, renew, watch
-  // check; "" for the reconcile sweep) has an entry at its due time, so a call
+  // check; the sweep has no slot) has an entry at its due time, so a call
   // touches only what is due instead of scanning every lease. Entries made
   // stale by later changes are dropped when they surface.
-  Instant due_time(std::string_view connection) const;
-  void touch(std::string_view connection);
-  void process(const std::string& connection, Clock now, Actions& out);
+  Instant due_time(const Slot* slot) const;  // null: the reconcile sweep
+  void touch(std::string_view connection);   // "": the reconcile sweep
+  void touch(Slot* slot);
+  void process(Slot* slot, Clock now, Actions& out);
   uint64_t send(Actions& out, RequestKind kind, std::string_view connection, int64_t epoch, dynamo::Request request,
                 Instant now_mono);
   void expire_deadlines(Clock now, Actions& out);
@@ -188,23 +207,28 @@ class LeaseManager {
   RandomSource& random_;
   FaultHook& faults_;
   uint64_t next_token_ = 1;
-  std::map<std::string, Held, LexLess> held_;
-  std::map<std::string, Watch, LexLess> watched_;
+  std::map<std::string, Slot, LexLess> slots_;
+  size_t held_count_ = 0;
+  size_t watch_count_ = 0;
   std::map<uint64_t, Pending> pending_;
   std::set<std::string, LexLess> acquiring_;
   std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
   std::set<std::string, LexLess> sweep_workers_;
   std::optional<Sweep> sweep_;
-  // By due time, then connection; looked up with (Instant, string_view) keys.
+  // By due time, then connection name ("" for the sweep, first).
+  struct Wakeup {
+    Instant at;
+    Slot* slot = nullptr;  // null: the reconcile sweep
+  };
   struct WakeupLess {
-    using is_transparent = void;
-    template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      if (a.first != b.first) return a.first < b.first;
-      return lex_compare(a.second, b.second) < 0;
+    bool operator()(const Wakeup& a, const Wakeup& b) const {
+      if (a.at != b.at) return a.at < b.at;
+      if (a.slot == b.slot) return false;
+      if (a.slot == nullptr || b.slot == nullptr) return a.slot == nullptr;
+      return lex_compare(*a.slot->connection, *b.slot->connection) < 0;
     }
   };
-  mutable std::set<std::pair<Instant, std::string>, WakeupLess> wakeups_;
+  mutable std::set<Wakeup, WakeupLess> wakeups_;
   Instant next_reconcile_ = Instant::max();
   bool draining_ = false;
   bool drain_complete_ = false;
