@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/models/autoscaler.hpp>
 #include <leaseproof/models/control_plane.hpp>
 #include <leaseproof/models/deploy.hpp>
@@ -349,15 +350,23 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   if (options.throttle_partition_wcu_per_s > 0) {
     checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
   }
-  std::map<std::string, uint64_t, std::less<>> notes;  // coverage: marks and model events by name
-  world.trace().add_observer([&notes](const sim::TraceEvent& e) {
+  // Coverage: marks (by name) and model events (by label), counted on every
+  // note of the run, so counted without building a key for each.
+  std::map<std::string, uint64_t, LexLess> marks;
+  std::map<std::string, uint64_t, LexLess> notes;
+  auto count = [](std::map<std::string, uint64_t, LexLess>& counts, std::string_view key) {
+    auto it = counts.find(key);
+    if (it == counts.end()) it = counts.emplace(std::string{key}, 0).first;
+    ++it->second;
+  };
+  world.trace().add_observer([&marks, &notes, &count](const sim::TraceEvent& e) {
     if (e.kind != sim::EventKind::note) return;
     if (e.label == "mark") {
-      ++notes[fmt::format("mark.{}", e.detail)];
+      count(marks, e.detail);
     } else if (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.") ||
                e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.") || e.label.starts_with("resume.") ||
                e.label.starts_with("hub.") || e.label.starts_with("relay.")) {
-      ++notes[std::string{e.label}];
+      count(notes, e.label);
     }
   });
 
@@ -430,7 +439,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   for (std::string& violation : checkers.violations()) result.violations.push_back(std::move(violation));
   result.summary = checkers.summary();
   if (streaming) finish_streaming(o, *streaming, result);
-  for (const auto& [name, count] : notes) result.counters.emplace_back(name, count);
+  for (const auto& [name, times] : marks) notes.emplace(fmt::format("mark.{}", name), times);
+  for (const auto& [name, times] : notes) result.counters.emplace_back(name, times);
   result.metrics = lease_metrics(o, checkers, bounds, store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
