@@ -19,6 +19,8 @@ using dynamo::AttributeType;
 int compare_keys(const AttributeValue& a, const AttributeValue& b) {
   if (a.type() != b.type()) return a.type() < b.type() ? -1 : 1;
   if (a.is(AttributeType::null)) return 0;
+  // The common case of every map keyed by item keys, without the general path.
+  if (a.is(AttributeType::s)) return lex_compare(a.text(), b.text());
   const auto order = dynamo::compare_values(a, b);
   LP_ASSERT_MSG(order.has_value(), "key values of type {} are not ordered", dynamo::type_descriptor(a.type()));
   if (*order < 0) return -1;
