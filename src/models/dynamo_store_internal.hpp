@@ -316,7 +316,7 @@ struct DynamoStore::State {
   // answers ConditionalCheckFailedException; ok when there is no condition or
   // it holds.
   Result<void> check_condition(TableState& table, const TableKey& key, const Item* old_item,
-                               const std::optional<dynamo::Condition>& condition,
+                               const std::optional<dynamo::BoundCondition>& condition,
                                dynamo::ReturnValuesOnConditionCheckFailure on_failure, Instant now);
   // Capacity check, charge and commit of one unconditional write.
   // `old_item` is the latest version (nullptr: none); it is replaced by the

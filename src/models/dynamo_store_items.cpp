@@ -53,14 +53,14 @@ Result<void> check_put_or_delete(const dynamo::ConditionalWrite& write) {
 
 // Parses the optional condition of a single-item write in its own context, so
 // the unused-placeholder check sees the whole request.
-Result<std::optional<Condition>> parse_write_condition(const dynamo::ConditionalWrite& write,
-                                                       dynamo::ExpressionCache& cache) {
+Result<std::optional<dynamo::BoundCondition>> parse_write_condition(const dynamo::ConditionalWrite& write,
+                                                                    dynamo::ExpressionCache& cache) {
   auto context =
       ExpressionContext::borrowing(write.expression_attribute_names, write.expression_attribute_values, &cache);
   LP_STORE_TRY_VOID(context.check_keys());
-  std::optional<Condition> condition;
+  std::optional<dynamo::BoundCondition> condition;
   if (write.condition_expression) {
-    LP_STORE_TRY(parsed, context.parse_condition(*write.condition_expression, ExpressionKind::condition));
+    LP_STORE_TRY(parsed, context.parse_bound_condition(*write.condition_expression, ExpressionKind::condition));
     condition = std::move(parsed);
   }
   LP_STORE_TRY_VOID(context.check_all_used());
@@ -75,7 +75,8 @@ std::optional<Item> copy_of(const Item* item) {
 }  // namespace
 
 Result<void> DynamoStore::State::check_condition(TableState& table, const TableKey& key,
-                                                 const Item* old_item, const std::optional<Condition>& condition,
+                                                 const Item* old_item,
+                                                 const std::optional<dynamo::BoundCondition>& condition,
                                                  dynamo::ReturnValuesOnConditionCheckFailure on_failure, Instant now) {
   if (!condition) return {};
   static const Item no_item;

@@ -141,7 +141,7 @@ struct PreparedAction {
   Item key_item;
   std::optional<Item> put_item;
   std::optional<dynamo::UpdatePlan> plan;
-  std::optional<Condition> condition;
+  std::optional<dynamo::BoundCondition> condition;  // bound to the request's values
   dynamo::ReturnValuesOnConditionCheckFailure on_failure = dynamo::ReturnValuesOnConditionCheckFailure::none;
 };
 
@@ -167,7 +167,8 @@ Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction&
     action.plan = std::move(plan);
   }
   if (condition.condition_expression) {
-    LP_STORE_TRY(parsed, context.parse_condition(*condition.condition_expression, dynamo::ExpressionKind::condition));
+    LP_STORE_TRY(parsed,
+                 context.parse_bound_condition(*condition.condition_expression, dynamo::ExpressionKind::condition));
     action.condition = std::move(parsed);
   }
   action.on_failure = condition.return_values_on_condition_check_failure;

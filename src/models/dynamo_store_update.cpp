@@ -126,9 +126,10 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
     LP_STORE_TRY(parsed, context.parse_update(*request.update_expression));
     plan = std::move(parsed);
   }
-  std::optional<dynamo::Condition> condition;
+  std::optional<dynamo::BoundCondition> condition;
   if (write.condition_expression) {
-    LP_STORE_TRY(parsed, context.parse_condition(*write.condition_expression, dynamo::ExpressionKind::condition));
+    LP_STORE_TRY(parsed,
+                 context.parse_bound_condition(*write.condition_expression, dynamo::ExpressionKind::condition));
     condition = std::move(parsed);
   }
   LP_STORE_TRY_VOID(context.check_all_used());

@@ -170,5 +170,58 @@ RC_GTEST_PROP(DynamoExpressionCache, CachedParsesEqualFreshParses, ()) {
   RC_CLASSIFY(cache.hits() > 0, "cache hit");
 }
 
+// What the store evaluates: a condition bound to the request's values (the
+// cached tree holds the first request's) decides every item as a fresh parse
+// of the same request does.
+RC_GTEST_PROP(DynamoExpressionCache, BoundConditionsDecideAsFreshParses, ()) {
+  const std::vector<std::string> conditions = {
+      "attribute_not_exists(a) OR #o = :x", "a < :x AND b >= :y", "begins_with(a, :x)", "a IN (:x, :y)",
+      "NOT (a <> :y)", "size(a) > :y", "contains(s, :x)", "#o = :x AND (a = :y OR b = :x)",
+  };
+  const std::vector<AttributeValue> values_pool = {N("1"),  N("-2.50"), N("7"), S("a"), S("ab"),
+                                                   S(""),   AttributeValue::string_set({"a", "q"})};
+  const std::string condition = *rc::gen::elementOf(conditions);
+  const ExpressionAttributeNames names = {{"#o", "owner"}};
+  auto item = [&] {
+    Item out;
+    for (const char* name : {"a", "b", "s", "owner"}) {
+      if (*rc::gen::inRange(0, 4) != 0) out[name] = *rc::gen::elementOf(values_pool);
+    }
+    return out;
+  };
+  ExpressionCache cache;
+  for (int round = 0; round < 4; ++round) {
+    const ExpressionAttributeValues values = {{":x", *rc::gen::elementOf(values_pool)},
+                                              {":y", *rc::gen::elementOf(values_pool)}};
+    ExpressionContext fresh_context(names, values);
+    auto fresh_parse = fresh_context.parse_condition(condition);
+    auto context = ExpressionContext::borrowing(names, values, &cache);
+    auto bound = context.parse_bound_condition(condition);
+    RC_ASSERT(fresh_parse.ok() == bound.ok());
+    if (!fresh_parse.ok()) continue;
+    for (int i = 0; i < 6; ++i) {
+      const Item target = item();
+      RC_ASSERT(evaluate(bound.value(), target) == evaluate(fresh_parse.value(), target));
+    }
+  }
+  RC_CLASSIFY(cache.hits() > 0, "cache hit");
+}
+
+TEST(DynamoExpressionCache, ABoundConditionReadsTheRequestsValuesNotTheCachedOnes) {
+  ExpressionCache cache;
+  const ExpressionAttributeNames names = {{"#o", "owner"}};
+  const ExpressionAttributeValues first = {{":x", S("w1")}};
+  const ExpressionAttributeValues second = {{":x", S("w2")}};
+  const Item owned_by_w2 = {{"owner", S("w2")}};
+  auto context_one = ExpressionContext::borrowing(names, first, &cache);
+  ASSERT_TRUE(context_one.parse_bound_condition("#o = :x").ok());
+  auto context_two = ExpressionContext::borrowing(names, second, &cache);
+  auto bound = context_two.parse_bound_condition("#o = :x");
+  ASSERT_TRUE(bound.ok());
+  EXPECT_EQ(cache.hits(), 1u);
+  EXPECT_TRUE(evaluate(bound.value(), owned_by_w2));     // :x is w2, this request's
+  EXPECT_FALSE(evaluate(*bound.value().tree, owned_by_w2));  // the tree alone still says w1
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

@@ -148,10 +148,17 @@ std::optional<AttributeValue> size_of(const AttributeValue& value) {
 // The operand's value, or null when it has none (a missing attribute), read
 // in place (in the item or the expression) rather than copied; only size()
 // computes a value, which it leaves in `computed`.
-const AttributeValue* operand_value(const Operand& operand, const Item& item,
+// `values`: the request's, when the tree's own values are not this request's
+// (a cached tree); a value operand without a placeholder (REMOVE's) has none.
+const AttributeValue* operand_value(const Operand& operand, const Item& item, const ExpressionAttributeValues* values,
                                     std::optional<AttributeValue>& computed) {
   switch (operand.kind) {
-    case Operand::Kind::value: return &operand.value;
+    case Operand::Kind::value: {
+      if (values == nullptr || operand.placeholder.empty()) return &operand.value;
+      const auto bound = values->find(operand.placeholder);
+      LP_ASSERT_MSG(bound != values->end(), "placeholder {} has no value", operand.placeholder);
+      return &bound->second;
+    }
     case Operand::Kind::path: return resolve(item, operand.path);
     case Operand::Kind::size: {
       const AttributeValue* found = resolve(item, operand.path);
@@ -212,16 +219,16 @@ bool contains(const AttributeValue& haystack, const AttributeValue& needle) {
   }
 }
 
-bool evaluate_function(const Condition& condition, const Item& item) {
+bool evaluate_function(const Condition& condition, const Item& item, const ExpressionAttributeValues* values) {
   std::optional<AttributeValue> subject_computed;
-  const AttributeValue* subject = operand_value(condition.operands[0], item, subject_computed);
+  const AttributeValue* subject = operand_value(condition.operands[0], item, values, subject_computed);
   switch (condition.kind) {
     case ConditionKind::attribute_exists: return subject != nullptr;
     case ConditionKind::attribute_not_exists: return subject == nullptr;
     default: break;
   }
   std::optional<AttributeValue> argument_computed;
-  const AttributeValue* argument = operand_value(condition.operands[1], item, argument_computed);
+  const AttributeValue* argument = operand_value(condition.operands[1], item, values, argument_computed);
   if (!subject || !argument) return false;
   switch (condition.kind) {
     case ConditionKind::attribute_type:
@@ -232,39 +239,46 @@ bool evaluate_function(const Condition& condition, const Item& item) {
   }
 }
 
-}  // namespace
-
-bool evaluate(const Condition& condition, const Item& item) {
+bool evaluate_bound(const Condition& condition, const Item& item, const ExpressionAttributeValues* values) {
   switch (condition.kind) {
     case ConditionKind::comparison: {
       std::optional<AttributeValue> left;
       std::optional<AttributeValue> right;
-      return compare(condition.comparator, operand_value(condition.operands[0], item, left),
-                     operand_value(condition.operands[1], item, right));
+      return compare(condition.comparator, operand_value(condition.operands[0], item, values, left),
+                     operand_value(condition.operands[1], item, values, right));
     }
     case ConditionKind::between: {
       std::optional<AttributeValue> value_computed;
       std::optional<AttributeValue> low;
       std::optional<AttributeValue> high;
-      const AttributeValue* value = operand_value(condition.operands[0], item, value_computed);
-      return compare(Comparator::ge, value, operand_value(condition.operands[1], item, low)) &&
-             compare(Comparator::le, value, operand_value(condition.operands[2], item, high));
+      const AttributeValue* value = operand_value(condition.operands[0], item, values, value_computed);
+      return compare(Comparator::ge, value, operand_value(condition.operands[1], item, values, low)) &&
+             compare(Comparator::le, value, operand_value(condition.operands[2], item, values, high));
     }
     case ConditionKind::in: {
       std::optional<AttributeValue> value_computed;
-      const AttributeValue* value = operand_value(condition.operands[0], item, value_computed);
+      const AttributeValue* value = operand_value(condition.operands[0], item, values, value_computed);
       return std::any_of(condition.operands.begin() + 1, condition.operands.end(), [&](const Operand& candidate) {
         std::optional<AttributeValue> candidate_computed;
-        return compare(Comparator::eq, value, operand_value(candidate, item, candidate_computed));
+        return compare(Comparator::eq, value, operand_value(candidate, item, values, candidate_computed));
       });
     }
     case ConditionKind::logical_and:
-      return evaluate(condition.children[0], item) && evaluate(condition.children[1], item);
+      return evaluate_bound(condition.children[0], item, values) && evaluate_bound(condition.children[1], item, values);
     case ConditionKind::logical_or:
-      return evaluate(condition.children[0], item) || evaluate(condition.children[1], item);
-    case ConditionKind::logical_not: return !evaluate(condition.children[0], item);
-    default: return evaluate_function(condition, item);
+      return evaluate_bound(condition.children[0], item, values) || evaluate_bound(condition.children[1], item, values);
+    case ConditionKind::logical_not: return !evaluate_bound(condition.children[0], item, values);
+    default: return evaluate_function(condition, item, values);
   }
+}
+
+}  // namespace
+
+bool evaluate(const Condition& condition, const Item& item) { return evaluate_bound(condition, item, nullptr); }
+
+bool evaluate(const BoundCondition& condition, const Item& item) {
+  LP_ASSERT(condition.tree != nullptr);
+  return evaluate_bound(*condition.tree, item, condition.values);
 }
 
 namespace {

@@ -164,7 +164,7 @@ const ExpressionCache::Entry* ExpressionContext::cached(ExpressionKind kind, std
   return entry;
 }
 
-void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std::optional<Condition> condition,
+void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std::shared_ptr<const Condition> condition,
                                  std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
                                  const std::set<std::string>& values_used) {
   if (cache_ == nullptr || !cacheable(text)) return;

@@ -315,20 +315,29 @@ Result<Condition> parse_condition_text(Parser& parser) {
 }  // namespace expression_detail
 
 Result<Condition> ExpressionContext::parse_condition(std::string_view text, ExpressionKind kind) {
+  LP_DYNAMO_TRY(bound, parse_bound_condition(text, kind));
+  // A copy with this request's values in the tree (the cache keeps its own).
+  return expression_detail::bind_values(*bound.tree, *values_);
+}
+
+Result<BoundCondition> ExpressionContext::parse_bound_condition(std::string_view text, ExpressionKind kind) {
   LP_ASSERT(kind == ExpressionKind::condition || kind == ExpressionKind::filter);
-  if (const ExpressionCache::Entry* entry = cached(kind, text)) {
-    return expression_detail::bind_values(*entry->condition, *values_);
-  }
+  if (const ExpressionCache::Entry* entry = cached(kind, text)) return BoundCondition{entry->condition, values_};
   // The placeholders this expression alone uses (the cache entry must not
   // depend on the request's other expressions).
   std::set<std::string> names_used;
   std::set<std::string> values_used;
   expression_detail::Parser parser(text, kind, *names_, *values_, names_used, values_used);
   auto parsed = expression_detail::parse_condition_text(parser);
-  if (parsed.ok()) remember(kind, text, parsed.value(), std::nullopt, names_used, values_used);
+  std::shared_ptr<const Condition> tree;
+  if (parsed.ok()) {
+    tree = std::make_shared<const Condition>(std::move(parsed).value());
+    remember(kind, text, tree, std::nullopt, names_used, values_used);  // before the merge empties the sets
+  }
   used_names_.merge(names_used);
   used_values_.merge(values_used);
-  return parsed;
+  if (!tree) return std::move(parsed).error();
+  return BoundCondition{std::move(tree), values_};
 }
 
 Result<Condition> parse_condition(std::string_view text, const ExpressionAttributeNames& names,

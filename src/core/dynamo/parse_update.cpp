@@ -185,7 +185,7 @@ Result<UpdatePlan> ExpressionContext::parse_update(std::string_view text) {
   std::set<std::string> values_used;
   expression_detail::Parser parser(text, ExpressionKind::update, *names_, *values_, names_used, values_used);
   auto parsed = expression_detail::parse_update_text(parser);
-  if (parsed.ok()) remember(ExpressionKind::update, text, std::nullopt, parsed.value(), names_used, values_used);
+  if (parsed.ok()) remember(ExpressionKind::update, text, nullptr, parsed.value(), names_used, values_used);
   used_names_.merge(names_used);
   used_values_.merge(values_used);
   return parsed;

@@ -20,6 +20,7 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -96,6 +97,16 @@ std::string to_string(const Condition& condition);
 // Evaluates against one item. Type mismatches and missing attributes make a
 // comparison false (and <> true), as DynamoDB does; never fails.
 bool evaluate(const Condition& condition, const Item& item);
+
+// A condition ready to evaluate without copying it: its tree, shared with the
+// expression cache when it came from there, and the request's values that its
+// placeholders stand for (read at evaluation, instead of being copied into
+// the tree). `values` must outlive it: the request being served.
+struct BoundCondition {
+  std::shared_ptr<const Condition> tree;
+  const ExpressionAttributeValues* values = nullptr;
+};
+bool evaluate(const BoundCondition& condition, const Item& item);
 
 // DynamoDB equality: numbers by value, sets as unordered sets, maps and lists
 // element-wise. Values of different types are never equal.
@@ -215,7 +226,7 @@ class ExpressionCache {
     std::string text;
     ExpressionAttributeNames names;
     std::vector<std::pair<std::string, AttributeType>> values;  // placeholder, type
-    std::optional<Condition> condition;
+    std::shared_ptr<const Condition> condition;  // shared with the BoundConditions made from it
     std::optional<UpdatePlan> update;
     std::set<std::string> used_names;
     std::set<std::string> used_values;
@@ -252,6 +263,10 @@ class ExpressionContext {
   // Condition or filter (kind selects the message prefix).
   Result<Condition> parse_condition(std::string_view text,
                                     ExpressionKind kind = ExpressionKind::condition);
+  // The same, bound to this context's values instead of copied: what a store
+  // evaluates while serving the request whose maps this context borrows.
+  Result<BoundCondition> parse_bound_condition(std::string_view text,
+                                               ExpressionKind kind = ExpressionKind::condition);
   Result<UpdatePlan> parse_update(std::string_view text);
   Result<KeyCondition> parse_key_condition(std::string_view text, const KeySchema& key_schema);
   Result<ProjectionPlan> parse_projection(std::string_view text);
@@ -271,7 +286,7 @@ class ExpressionContext {
   // The cache entry for `text` (its placeholders now marked used), or null.
   const ExpressionCache::Entry* cached(ExpressionKind kind, std::string_view text);
   // Stores a successful parse with the placeholders it used.
-  void remember(ExpressionKind kind, std::string_view text, std::optional<Condition> condition,
+  void remember(ExpressionKind kind, std::string_view text, std::shared_ptr<const Condition> condition,
                 std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
                 const std::set<std::string>& values_used);
 
