@@ -6,28 +6,38 @@ namespace leaseproof::properties {
 
 // base_ only moves up, so every id in below_ stays below the window.
 void IdWindow::insert(uint64_t id) {
-  if (present_.empty() && id > base_) base_ = id;
+  const size_t live = present_.size() - head_;
+  if (live == 0 && id > base_) {
+    base_ = id;
+    present_.clear();
+    head_ = 0;
+  }
   if (id < base_) {
     below_.insert(id);
     return;
   }
   const uint64_t offset = id - base_;
-  if (offset >= present_.size()) present_.resize(offset + 1, false);
-  present_[offset] = true;
+  if (offset >= present_.size() - head_) present_.resize(head_ + offset + 1, 0);
+  present_[head_ + offset] = 1;
 }
 
 bool IdWindow::contains(uint64_t id) const {
-  if (id < base_ || id - base_ >= present_.size()) return below_.contains(id);
-  return present_[id - base_];
+  if (id < base_ || id - base_ >= present_.size() - head_) return below_.contains(id);
+  return present_[head_ + (id - base_)] != 0;
 }
 
 bool IdWindow::erase(uint64_t id) {
-  if (id < base_ || id - base_ >= present_.size()) return below_.erase(id) > 0;
-  if (!present_[id - base_]) return false;
-  present_[id - base_] = false;
-  while (!present_.empty() && !present_.front()) {
-    present_.pop_front();
+  if (id < base_ || id - base_ >= present_.size() - head_) return below_.erase(id) > 0;
+  uint8_t& flag = present_[head_ + (id - base_)];
+  if (flag == 0) return false;
+  flag = 0;
+  while (head_ < present_.size() && present_[head_] == 0) {
+    ++head_;
     ++base_;
+  }
+  if (head_ >= 4096 && head_ * 2 >= present_.size()) {  // drop the consumed front now and then
+    present_.erase(present_.begin(), present_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
   }
   return true;
 }

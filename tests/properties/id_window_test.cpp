@@ -42,5 +42,32 @@ TEST(IdWindow, ForgetsErasedIdsAndTakesIdsBelowTheWindow) {
   EXPECT_FALSE(window.contains(13));
 }
 
+// Long runs: the consumed front is dropped in bulk (first phase: every id
+// leaves soon), and an id that stays in flight keeps the window open while
+// later ones come and go (second phase).
+TEST(IdWindow, DropsTheConsumedFrontAndKeepsALongLivedId) {
+  IdWindow window;
+  std::set<uint64_t> model;
+  const uint64_t long_lived = 20'001;
+  for (uint64_t id = 1; id <= 30'000; ++id) {
+    window.insert(id);
+    model.insert(id);
+    if (id > 3 && id - 3 != long_lived) {
+      EXPECT_TRUE(window.erase(id - 3));
+      model.erase(id - 3);
+    }
+    if (id % 997 == 0) {
+      for (uint64_t probe = id - 20; probe <= id + 2; ++probe) {
+        EXPECT_EQ(window.contains(probe), model.contains(probe)) << probe;
+      }
+    }
+  }
+  EXPECT_TRUE(window.contains(long_lived));
+  EXPECT_FALSE(window.contains(long_lived - 1));
+  EXPECT_TRUE(window.erase(long_lived));
+  EXPECT_FALSE(window.contains(long_lived));
+  EXPECT_TRUE(window.contains(29'999));
+}
+
 }  // namespace
 }  // namespace leaseproof::properties

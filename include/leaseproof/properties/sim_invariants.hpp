@@ -8,8 +8,8 @@
 //   - a paused or down node does nothing (no send, delivery, timer, note...);
 //   - every delivery or drop names a message that was sent and is still in flight.
 
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -29,8 +29,11 @@ class IdWindow {
   bool contains(uint64_t id) const;
 
  private:
-  uint64_t base_ = 0;         // id of present_.front()
-  std::deque<bool> present_;  // present_.front() is true, or the deque is empty
+  // Flags from index head_ on stand for ids base_, base_ + 1, ...; the flag
+  // at head_ is set, or no flag is. The consumed front is dropped in bulk.
+  uint64_t base_ = 0;
+  size_t head_ = 0;
+  std::vector<uint8_t> present_;
   std::unordered_set<uint64_t> below_;
 };
 
