@@ -363,6 +363,23 @@ TEST(LeaseManager, StoppedConnectionClosesTheSessionAsStopped) {
   EXPECT_EQ(world.open_sessions(w), 0u);  // and it is not acquired again
 }
 
+// A long-lived worker meets connections that come and go: what it keeps for
+// them is dropped once they are gone (here: stopped while it held them).
+TEST(LeaseManager, ForgetsConnectionsItNoLongerHolds) {
+  LeaseWorld world{articles(), 14};
+  world.add_connections(20);
+  const size_t w = world.start_worker();
+  world.run_for(6_s);
+  ASSERT_EQ(world.open_sessions(w), 20u);
+  EXPECT_EQ(world.worker(w).manager->tracked_connections(), 20u);
+  for (const std::string& c : world.connections()) {
+    ASSERT_TRUE(world.apply(stop_connection_request(world.config(), c)).ok());
+  }
+  world.run_for(3_min);  // the renews are refused, then reconcile rounds pass
+  EXPECT_EQ(world.open_sessions(w), 0u);
+  EXPECT_EQ(world.worker(w).manager->tracked_connections(), 0u);
+}
+
 // ---- drain ----------------------------------------------------------------------------
 
 TEST(LeaseManager, SigtermDrainsReleasesAnnouncesAndANotifiedWorkerTakesOverAtOnce) {

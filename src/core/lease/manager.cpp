@@ -117,6 +117,17 @@ void LeaseManager::drop_watch(std::string_view connection) {
   --watch_count_;
 }
 
+void LeaseManager::drop_idle_slots() {
+  std::set<const Slot*> queued;
+  for (const Wakeup& wakeup : wakeups_) {
+    if (wakeup.slot != nullptr) queued.insert(wakeup.slot);
+  }
+  std::erase_if(slots_, [&queued](const auto& entry) {
+    const Slot& slot = entry.second;
+    return !slot.held && !slot.watch && !queued.contains(&slot);
+  });
+}
+
 Instant LeaseManager::deadline_of(const Held& held) const {
   if (config_.algorithm == Algorithm::seed) return Instant::max();  // acts until a renew is refused
   return held.confirmed_sent + config_.lease_duration - config_.safety_margin;

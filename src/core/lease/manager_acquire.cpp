@@ -324,6 +324,7 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
   next_reconcile_ = now.monotonic + config_.reconcile_interval + Duration::from_ns(jitter);
   touch("");
+  drop_idle_slots();
 }
 
 }  // namespace leaseproof::lease

@@ -92,6 +92,9 @@ class LeaseManager {
   // Monotonic time of the next on_timer() call needed; Instant::max() if none.
   Instant next_deadline() const;
   uint32_t active_connections() const;  // open sessions: the ActiveConnections metric
+  // Connections this manager keeps state for (held, watched, or due to be
+  // looked at): bounded by those, not by every connection it ever met.
+  size_t tracked_connections() const { return slots_.size(); }
   bool owns(std::string_view connection) const;
   const std::string& worker_id() const { return worker_id_; }
   const LeaseConfig& config() const { return config_; }
@@ -141,8 +144,8 @@ class LeaseManager {
   };
 
   // Everything this worker keeps about one connection: held, watched, or
-  // neither (then it is only a name). Slots are never erased (a worker meets a
-  // bounded set of connections), so the wakeup queue can point at them.
+  // neither (then it is only a name). The wakeup queue points at slots, so a
+  // slot is only erased when no wakeup does (drop_idle_slots).
   struct Slot {
     const std::string* connection = nullptr;  // the key of this slot in slots_
     std::optional<Held> held;
@@ -157,6 +160,9 @@ class LeaseManager {
   Held& hold(std::string_view connection, Held held);  // replaces any earlier one; ends a watch
   void drop_held(Slot& slot);
   void drop_watch(std::string_view connection);
+  // Drops the slots that hold nothing and that no wakeup points at (once a
+  // reconcile round): a long-lived worker meets connections that come and go.
+  void drop_idle_slots();
 
   Instant deadline_of(const Held& held) const;
   // Timers: every connection with something due (deadline, renew, watch
