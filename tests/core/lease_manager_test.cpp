@@ -380,6 +380,45 @@ TEST(LeaseManager, ForgetsConnectionsItNoLongerHolds) {
   EXPECT_EQ(world.worker(w).manager->tracked_connections(), 0u);
 }
 
+// A worker keeps what its sweeps showed of other workers' leases, watched or
+// not (counter mode needs that to see a counter unchanged). A stopped
+// connection leaves the STARTED-only index and no sweep shows it again, so
+// the record is dropped after the first complete sweep without it: neither a
+// worker that does not watch the lease nor one at capacity (which does not
+// read what it watches) would ever learn otherwise.
+TEST(LeaseManager, ForgetsLeasesItDoesNotWatchOnceSweepsNoLongerShowThem) {
+  for (const ExpiryMode mode : {ExpiryMode::wall, ExpiryMode::counter}) {
+    SCOPED_TRACE(mode == ExpiryMode::wall ? "wall" : "counter");
+    LeaseConfig config = articles(mode);
+    config.capacity = 6;  // 4 workers share 24 connections
+    LeaseWorld world{config, 21};
+    world.add_connections(24);
+    std::vector<size_t> workers;
+    for (int i = 0; i < 4; ++i) workers.push_back(world.start_worker());
+    world.run_for(3_min);  // everything taken, and sweeps have seen every lease
+    size_t tracked = 0;
+    for (const size_t w : workers) {
+      ASSERT_EQ(world.open_sessions(w), 6u);
+      tracked += world.worker(w).manager->tracked_connections();
+    }
+    // Each lease has an owner, 2 watchers and one worker that does not watch
+    // it: every worker keeps something about every lease.
+    ASSERT_EQ(tracked, 4u * 24u);
+    for (const std::string& c : world.connections()) {
+      ASSERT_TRUE(world.apply(stop_connection_request(world.config(), c)).ok());
+    }
+    world.run_for(3_min);
+    for (const size_t w : workers) {
+      EXPECT_EQ(world.open_sessions(w), 0u);
+      EXPECT_EQ(world.worker(w).manager->tracked_connections(), 0u) << world.worker(w).name;
+    }
+    // All 18 records a worker kept: a worker at capacity does not read the
+    // leases it watches either, so the sweep is what tells every worker.
+    EXPECT_EQ(world.mark_count("lease.forgot_unseen"), 4 * 18);
+    EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+  }
+}
+
 // ---- drain ----------------------------------------------------------------------------
 
 TEST(LeaseManager, SigtermDrainsReleasesAnnouncesAndANotifiedWorkerTakesOverAtOnce) {

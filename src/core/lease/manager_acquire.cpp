@@ -166,6 +166,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     ++watch_count_;
   }
   Watch& watch = *target.watch;
+  if (from_sweep) watch.seen_round = sweep_round_;
   if (inserted || watch.counter != lease.counter || watch.owner != lease.owner) {
     watch.first_seen = now.monotonic;  // a new value: the clock starts again
   }
@@ -194,6 +195,20 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   // written, and the lease is taken lease + margin after that.
   watch.check_at = watcher ? std::min(unchanged_long_enough, now.monotonic + config_.watch_interval) : Instant::max();
   touch(&target);
+}
+
+void LeaseManager::forget_unseen(Actions& out) {
+  for (auto& [connection, target] : slots_) {
+    if (!target.watch) continue;
+    const Watch& watch = *target.watch;
+    // A watcher's own reads find out that a lease stopped; a read or an
+    // acquire in flight will tell too.
+    const bool idle_record = watch.check_at == Instant::max() && watch.token == 0;
+    if (!idle_record || watch.seen_round == sweep_round_) continue;
+    target.watch.reset();
+    --watch_count_;
+    out.push_back(Mark{"lease.forgot_unseen"});
+  }
 }
 
 void LeaseManager::take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out) {
@@ -235,6 +250,7 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
 
 void LeaseManager::start_sweep(Clock now, Actions& out) {
   sweep_ = Sweep{};
+  ++sweep_round_;
   sweep_workers_.clear();
   query_page(now, out, std::nullopt);
 }
@@ -260,6 +276,7 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
       return;
     }
     out.push_back(Mark{"lease.reconcile_failed"});
+    sweep_->complete = false;
     finish_sweep(now, out);  // try again next round
     return;
   }
@@ -268,6 +285,8 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
   for (const dynamo::Item& item : query->items ? *query->items : no_items) {
     std::optional<LeaseView> lease = parse_lease(item);
     if (!lease) continue;
+    // Shown, whatever happens to it below (a free lease is not observed).
+    if (Watch* watch = find_watch(lease->connection); watch != nullptr) watch->seen_round = sweep_round_;
     // Only owners that look alive may be ranked as watchers: a crashed worker
     // stays the owner of its leases until they are taken, and counting it
     // could leave no live watcher for them at all (after a mass crash).
@@ -293,10 +312,12 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
       observe(*lease, now, out, true);
     }
   }
-  const bool more_pages = query->last_evaluated_key.has_value() && sweep_->pages < config_.query_pages_max;
-  if (more_pages) {
-    query_page(now, out, query->last_evaluated_key);
-    return;
+  if (query->last_evaluated_key.has_value()) {
+    if (sweep_->pages < config_.query_pages_max) {
+      query_page(now, out, query->last_evaluated_key);
+      return;
+    }
+    sweep_->complete = false;  // the rest of this shard waits for the next round
   }
   const bool more_shards = config_.algorithm == Algorithm::core && sweep_->shard + 1 < config_.table.shards;
   if (more_shards) {
@@ -310,7 +331,9 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
 
 void LeaseManager::finish_sweep(Clock now, Actions& out) {
   std::vector<LeaseView> free = std::move(sweep_->free);
+  const bool complete = sweep_->complete;
   sweep_.reset();
+  if (complete) forget_unseen(out);
   known_workers_ = sweep_workers_;
   // Random order, so that workers sweeping at the same time spread out.
   for (size_t i = free.size(); i > 1; --i) std::swap(free[i - 1], free[random_.below(i)]);

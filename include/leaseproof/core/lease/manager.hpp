@@ -123,6 +123,7 @@ class LeaseManager {
     Instant first_seen;  // when this counter value was first seen
     Instant check_at = Instant::max();
     uint64_t token = 0;  // a read or acquire in flight
+    uint64_t seen_round = 0;  // the last sweep round that showed this lease
   };
   struct Pending {
     RequestKind kind;
@@ -141,6 +142,9 @@ class LeaseManager {
     std::optional<dynamo::Item> page_start;  // ExclusiveStartKey of the page in flight
     uint32_t page_failures = 0;
     std::vector<LeaseView> free;  // candidates to acquire at the end
+    // Every page of every shard was read: a lease this round did not show is
+    // no longer STARTED (or not yet in the index).
+    bool complete = true;
   };
 
   // Everything this worker keeps about one connection: held, watched, or
@@ -163,6 +167,10 @@ class LeaseManager {
   // Drops the slots that hold nothing and that no wakeup points at (once a
   // reconcile round): a long-lived worker meets connections that come and go.
   void drop_idle_slots();
+  // After a complete sweep: drops what this worker kept of leases it does not
+  // watch and that the sweep did not show (stopped or deleted connections
+  // leave the STARTED-only index and would never be observed again).
+  void forget_unseen(Actions& out);
 
   Instant deadline_of(const Held& held) const;
   // Timers: every connection with something due (deadline, renew, watch
@@ -221,6 +229,7 @@ class LeaseManager {
   std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
   std::set<std::string, LexLess> sweep_workers_;
   std::optional<Sweep> sweep_;
+  uint64_t sweep_round_ = 0;
   // By due time, then connection name ("" for the sweep, first).
   struct Wakeup {
     Instant at;
