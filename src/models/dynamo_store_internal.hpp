@@ -233,11 +233,11 @@ std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapa
                                                       const IndexState* index, int64_t half_units);
 // Before the item is read: an update must not touch a key attribute, and a
 // literal SET of an index key must have the index key's type.
-Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan& plan);
+Result<void> check_update_plan(const TableState& table, const dynamo::BoundUpdatePlan& plan);
 // The item an update produces from the old one (or from the key alone when
 // there is none), numbers canonical, index keys checked.
 Result<Item> updated_item(const TableState& table, const Item& key_item, const Item* old_item,
-                          const std::optional<dynamo::UpdatePlan>& plan);
+                          const std::optional<dynamo::BoundUpdatePlan>& plan);
 // "ExpressionAttributeNames/Values can only be specified when using
 // expressions" (DynamoDB checks this before parsing any expression).
 Result<void> check_expression_params(const dynamo::ExpressionAttributeNames& names,

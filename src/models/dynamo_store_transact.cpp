@@ -140,7 +140,7 @@ struct PreparedAction {
   TableKey key;
   Item key_item;
   std::optional<Item> put_item;
-  std::optional<dynamo::UpdatePlan> plan;
+  std::optional<dynamo::BoundUpdatePlan> plan;       // bound to the request's values
   std::optional<dynamo::BoundCondition> condition;  // bound to the request's values
   dynamo::ReturnValuesOnConditionCheckFailure on_failure = dynamo::ReturnValuesOnConditionCheckFailure::none;
 };
@@ -163,7 +163,7 @@ Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction&
                                                      condition.expression_attribute_values, &cache);
   LP_STORE_TRY_VOID(context.check_keys());
   if (update != nullptr) {
-    LP_STORE_TRY(plan, context.parse_update(update->update_expression));
+    LP_STORE_TRY(plan, context.parse_bound_update(update->update_expression));
     action.plan = std::move(plan);
   }
   if (condition.condition_expression) {

@@ -14,14 +14,16 @@ namespace store_detail {
 namespace {
 
 std::optional<DynamoError> check_literal_index_key(const IndexState& index, const KeyAttribute& key,
-                                                   const dynamo::UpdateAction& action) {
+                                                   const dynamo::UpdateAction& action,
+                                                   const dynamo::ExpressionAttributeValues* values) {
   if (action.kind != dynamo::UpdateAction::Kind::set || action.path.size() != 1) return std::nullopt;
   if (action.path[0].name != key.name || action.value.kind != dynamo::UpdateValue::Kind::value) return std::nullopt;
-  if (action.value.value.type() == key.type) return std::nullopt;
+  const dynamo::AttributeType type = dynamo::operand_value(action.value, values).type();
+  if (type == key.type) return std::nullopt;
   return dynamo::validation_error(fmt::format(
       "One or more parameter values were invalid: Type mismatch for Index Key {} Expected: {} Actual: {} "
       "IndexName: {}",
-      key.name, dynamo::type_descriptor(key.type), dynamo::type_descriptor(action.value.value.type()),
+      key.name, dynamo::type_descriptor(key.type), dynamo::type_descriptor(type),
       index.definition.index_name));
 }
 
@@ -46,13 +48,15 @@ std::optional<DynamoError> check_index_key_value(const IndexState& index, const 
 
 }  // namespace
 
-Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan& plan) {
-  LP_STORE_TRY_VOID(dynamo::check_key_attributes(plan, table.description.key_schema));
+Result<void> check_update_plan(const TableState& table, const dynamo::BoundUpdatePlan& plan) {
+  LP_STORE_TRY_VOID(dynamo::check_key_attributes(*plan.plan, table.description.key_schema));
   for (const auto& index : table.indexes) {
-    for (const auto& action : plan.actions) {
-      if (auto problem = check_literal_index_key(index, index.hash, action)) return std::move(*problem);
+    for (const auto& action : plan.plan->actions) {
+      if (auto problem = check_literal_index_key(index, index.hash, action, plan.values)) return std::move(*problem);
       if (index.range) {
-        if (auto problem = check_literal_index_key(index, *index.range, action)) return std::move(*problem);
+        if (auto problem = check_literal_index_key(index, *index.range, action, plan.values)) {
+          return std::move(*problem);
+        }
       }
     }
   }
@@ -60,7 +64,7 @@ Result<void> check_update_plan(const TableState& table, const dynamo::UpdatePlan
 }
 
 Result<Item> updated_item(const TableState& table, const Item& key_item, const Item* old_item,
-                          const std::optional<dynamo::UpdatePlan>& plan) {
+                          const std::optional<dynamo::BoundUpdatePlan>& plan) {
   const Item& base = old_item != nullptr ? *old_item : key_item;
   Item next;
   if (plan) {
@@ -91,10 +95,10 @@ Item key_item_of(const store_detail::TableState& table, const store_detail::Tabl
   return item;
 }
 
-std::optional<Item> update_return_values(ReturnValues mode, const std::optional<dynamo::UpdatePlan>& plan,
+std::optional<Item> update_return_values(ReturnValues mode, const std::optional<dynamo::BoundUpdatePlan>& plan,
                                          const Item* old_item, const Item& new_item) {
   static const dynamo::UpdatePlan no_plan;
-  const dynamo::UpdatePlan& actions = plan ? *plan : no_plan;
+  const dynamo::UpdatePlan& actions = plan ? *plan->plan : no_plan;
   Item out;
   switch (mode) {
     case ReturnValues::none: return std::nullopt;
@@ -121,9 +125,9 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   auto context = dynamo::ExpressionContext::borrowing(write.expression_attribute_names,
                                                      write.expression_attribute_values, &expression_cache);
   LP_STORE_TRY_VOID(context.check_keys());
-  std::optional<dynamo::UpdatePlan> plan;
+  std::optional<dynamo::BoundUpdatePlan> plan;
   if (request.update_expression) {
-    LP_STORE_TRY(parsed, context.parse_update(*request.update_expression));
+    LP_STORE_TRY(parsed, context.parse_bound_update(*request.update_expression));
     plan = std::move(parsed);
   }
   std::optional<dynamo::BoundCondition> condition;
@@ -142,7 +146,9 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
   // An update of a missing item creates it (upsert) from its key.
-  LP_STORE_TRY(next, store_detail::updated_item(*table, key_item_of(*table, key), old_item, plan));
+  std::optional<Item> key_item;
+  if (old_item == nullptr) key_item = key_item_of(*table, key);
+  LP_STORE_TRY(next, store_detail::updated_item(*table, old_item != nullptr ? *old_item : *key_item, old_item, plan));
   dynamo::UpdateItemResponse response;
   response.attributes = update_return_values(write.return_values, plan, old_item, next);
   LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(next), now));

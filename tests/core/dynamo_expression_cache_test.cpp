@@ -223,5 +223,72 @@ TEST(DynamoExpressionCache, ABoundConditionReadsTheRequestsValuesNotTheCachedOne
   EXPECT_FALSE(evaluate(*bound.value().tree, owned_by_w2));  // the tree alone still says w1
 }
 
+// The same for updates: a plan bound to the request's values (the cached plan
+// holds the first request's) makes every item what a fresh parse makes it, or
+// fails with the same error.
+RC_GTEST_PROP(DynamoExpressionCache, BoundUpdatePlansApplyAsFreshParses, ()) {
+  const std::vector<std::string> updates = {
+      "SET a = :x", "SET a = a + :y, b = :x", "SET #o = if_not_exists(#o, :x) REMOVE b", "ADD s :x SET a = :y",
+      "SET b = :y - a", "DELETE s :x", "SET a = :x, b = :x REMOVE s",
+  };
+  const std::vector<AttributeValue> values_pool = {N("1"), N("-2.50"), N("7"), S("a"), S("ab"),
+                                                   AttributeValue::string_set({"a", "q"})};
+  const std::string update = *rc::gen::elementOf(updates);
+  const ExpressionAttributeNames names = update.find("#o") != std::string::npos
+                                             ? ExpressionAttributeNames{{"#o", "owner"}}
+                                             : ExpressionAttributeNames{};
+  const KeySchema key_schema = {{"pk", KeyType::hash}};
+  auto item = [&] {
+    Item out{{"pk", S("k")}};
+    for (const char* name : {"a", "b", "s", "owner"}) {
+      if (*rc::gen::inRange(0, 4) != 0) out[name] = *rc::gen::elementOf(values_pool);
+    }
+    return out;
+  };
+  ExpressionCache cache;
+  for (int round = 0; round < 4; ++round) {
+    ExpressionAttributeValues values = {{":x", *rc::gen::elementOf(values_pool)}};
+    if (update.find(":y") != std::string::npos) values[":y"] = *rc::gen::elementOf(values_pool);
+    ExpressionContext fresh_context(names, values);
+    auto fresh_parse = fresh_context.parse_update(update);
+    auto context = ExpressionContext::borrowing(names, values, &cache);
+    auto bound = context.parse_bound_update(update);
+    RC_ASSERT(fresh_parse.ok() == bound.ok());
+    if (!fresh_parse.ok()) continue;
+    for (int i = 0; i < 6; ++i) {
+      const Item target = item();
+      auto from_fresh = applied(fresh_parse.value(), key_schema, target);
+      auto from_bound = applied(bound.value(), key_schema, target);
+      RC_ASSERT(from_fresh.ok() == from_bound.ok());
+      if (from_fresh.ok()) {
+        RC_ASSERT(from_fresh.value() == from_bound.value());
+      } else {
+        RC_ASSERT(from_fresh.error().message == from_bound.error().message);
+      }
+    }
+  }
+  RC_CLASSIFY(cache.hits() > 0, "cache hit");
+}
+
+TEST(DynamoExpressionCache, ABoundUpdatePlanReadsTheRequestsValuesNotTheCachedOnes) {
+  ExpressionCache cache;
+  const ExpressionAttributeValues first = {{":x", N("1")}};
+  const ExpressionAttributeValues second = {{":x", N("2")}};
+  const KeySchema key_schema = {{"pk", KeyType::hash}};
+  const Item item = {{"pk", S("k")}, {"a", N("10")}};
+  auto context_one = ExpressionContext::borrowing({}, first, &cache);
+  ASSERT_TRUE(context_one.parse_bound_update("SET a = a + :x").ok());
+  auto context_two = ExpressionContext::borrowing({}, second, &cache);
+  auto bound = context_two.parse_bound_update("SET a = a + :x");
+  ASSERT_TRUE(bound.ok());
+  EXPECT_EQ(cache.hits(), 1u);
+  auto next = applied(bound.value(), key_schema, item);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next.value().at("a"), N("12"));  // :x is 2, this request's
+  auto unbound = applied(*bound.value().plan, key_schema, item);
+  ASSERT_TRUE(unbound.ok());
+  EXPECT_EQ(unbound.value().at("a"), N("11"));  // the plan alone still says 1
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

@@ -165,7 +165,7 @@ const ExpressionCache::Entry* ExpressionContext::cached(ExpressionKind kind, std
 }
 
 void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std::shared_ptr<const Condition> condition,
-                                 std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
+                                 std::shared_ptr<const UpdatePlan> update, const std::set<std::string>& names_used,
                                  const std::set<std::string>& values_used) {
   if (cache_ == nullptr || !cacheable(text)) return;
   // The insert may move or drop the entries hit so far: keep what they used.

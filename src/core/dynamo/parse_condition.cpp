@@ -332,7 +332,7 @@ Result<BoundCondition> ExpressionContext::parse_bound_condition(std::string_view
   std::shared_ptr<const Condition> tree;
   if (parsed.ok()) {
     tree = std::make_shared<const Condition>(std::move(parsed).value());
-    remember(kind, text, tree, std::nullopt, names_used, values_used);  // before the merge empties the sets
+    remember(kind, text, tree, nullptr, names_used, values_used);  // before the merge empties the sets
   }
   used_names_.merge(names_used);
   used_values_.merge(values_used);

@@ -177,18 +177,29 @@ Result<UpdatePlan> parse_update_text(Parser& parser) {
 }  // namespace expression_detail
 
 Result<UpdatePlan> ExpressionContext::parse_update(std::string_view text) {
+  LP_DYNAMO_TRY(bound, parse_bound_update(text));
+  // A copy with this request's values in the plan (the cache keeps its own).
+  return expression_detail::bind_values(*bound.plan, *values_);
+}
+
+Result<BoundUpdatePlan> ExpressionContext::parse_bound_update(std::string_view text) {
   if (const ExpressionCache::Entry* entry = cached(ExpressionKind::update, text)) {
-    return expression_detail::bind_values(*entry->update, *values_);
+    return BoundUpdatePlan{entry->update, values_};
   }
   // The placeholders this expression alone uses (see parse_condition).
   std::set<std::string> names_used;
   std::set<std::string> values_used;
   expression_detail::Parser parser(text, ExpressionKind::update, *names_, *values_, names_used, values_used);
   auto parsed = expression_detail::parse_update_text(parser);
-  if (parsed.ok()) remember(ExpressionKind::update, text, nullptr, parsed.value(), names_used, values_used);
+  std::shared_ptr<const UpdatePlan> plan;
+  if (parsed.ok()) {
+    plan = std::make_shared<const UpdatePlan>(std::move(parsed).value());
+    remember(ExpressionKind::update, text, nullptr, plan, names_used, values_used);
+  }
   used_names_.merge(names_used);
   used_values_.merge(values_used);
-  return parsed;
+  if (!plan) return std::move(parsed).error();
+  return BoundUpdatePlan{std::move(plan), values_};
 }
 
 Result<UpdatePlan> parse_update(std::string_view text, const ExpressionAttributeNames& names,

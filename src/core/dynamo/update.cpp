@@ -41,9 +41,10 @@ Result<AttributeValue> arithmetic(const AttributeValue& left, const AttributeVal
   return AttributeValue::number(result->to_string());
 }
 
-Result<AttributeValue> evaluate_value(const UpdateValue& value, const Item& old_item) {
+Result<AttributeValue> evaluate_value(const UpdateValue& value, const Item& old_item,
+                                      const ExpressionAttributeValues* values) {
   switch (value.kind) {
-    case UpdateValue::Kind::value: return value.value;
+    case UpdateValue::Kind::value: return operand_value(value, values);
     case UpdateValue::Kind::path: {
       const AttributeValue* found = resolve(old_item, value.path);
       if (found == nullptr) return missing_operand();
@@ -52,13 +53,13 @@ Result<AttributeValue> evaluate_value(const UpdateValue& value, const Item& old_
     case UpdateValue::Kind::if_not_exists: {
       const AttributeValue* found = resolve(old_item, value.arguments[0].path);
       if (found != nullptr) return *found;
-      return evaluate_value(value.arguments[1], old_item);
+      return evaluate_value(value.arguments[1], old_item, values);
     }
     default: break;
   }
-  auto left = evaluate_value(value.arguments[0], old_item);
+  auto left = evaluate_value(value.arguments[0], old_item, values);
   if (!left) return left;
-  auto right = evaluate_value(value.arguments[1], old_item);
+  auto right = evaluate_value(value.arguments[1], old_item, values);
   if (!right) return right;
   if (value.kind == UpdateValue::Kind::list_append) {
     if (!left->is(AttributeType::l) || !right->is(AttributeType::l)) return incorrect_type();
@@ -159,17 +160,19 @@ Result<std::optional<AttributeValue>> add_or_delete(const AttributeValue* curren
   return std::optional<AttributeValue>{std::move(result)};
 }
 
-Result<void> apply_action(const UpdateAction& action, const Item& old_item, Item& item) {
+Result<void> apply_action(const UpdateAction& action, const Item& old_item, Item& item,
+                          const ExpressionAttributeValues* values) {
   switch (action.kind) {
     case UpdateAction::Kind::set: {
-      auto value = evaluate_value(action.value, old_item);
+      auto value = evaluate_value(action.value, old_item, values);
       if (!value) return std::move(value).error();
       return set_path(item, action.path, std::move(value).value());
     }
     case UpdateAction::Kind::remove: return remove_path(item, action.path);
     case UpdateAction::Kind::add:
     case UpdateAction::Kind::delete_elements: {
-      auto next = add_or_delete(resolve(item, action.path), action.value.value, action.kind == UpdateAction::Kind::add);
+      auto next = add_or_delete(resolve(item, action.path), operand_value(action.value, values),
+                                action.kind == UpdateAction::Kind::add);
       if (!next) return std::move(next).error();
       if (next->has_value()) return set_path(item, action.path, std::move(**next));
       if (resolve(item, action.path) == nullptr) return {};
@@ -202,7 +205,10 @@ Result<void> check_key_attributes(const UpdatePlan& plan, const KeySchema& key_s
   return {};
 }
 
-Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const Item& item) {
+namespace {
+
+Result<Item> applied_with(const UpdatePlan& plan, const ExpressionAttributeValues* values, const KeySchema& key_schema,
+                          const Item& item) {
   if (auto keys = check_key_attributes(plan, key_schema); !keys) return std::move(keys).error();
   Item next = item;
   // List indices in REMOVE refer to the list before the update, so removals
@@ -214,18 +220,33 @@ Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const 
       removals.push_back(&action);
       continue;
     }
-    if (auto done = apply_action(action, item, next); !done) return std::move(done).error();
+    if (auto done = apply_action(action, item, next, values); !done) return std::move(done).error();
   }
   std::sort(removals.begin(), removals.end(), [](const UpdateAction* a, const UpdateAction* b) {
     return path_less(b->path, a->path);
   });
   for (const UpdateAction* action : removals) {
-    if (auto done = apply_action(*action, item, next); !done) return std::move(done).error();
+    if (auto done = apply_action(*action, item, next, values); !done) return std::move(done).error();
   }
   if (item_size_bytes(next) > item_size_bytes_max) {
     return validation_error("Item size to update has exceeded the maximum allowed size");
   }
   return next;
+}
+
+}  // namespace
+
+const AttributeValue& operand_value(const UpdateValue& value, const ExpressionAttributeValues* values) {
+  if (values == nullptr || value.placeholder.empty()) return value.value;
+  return values->at(value.placeholder);
+}
+
+Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const Item& item) {
+  return applied_with(plan, nullptr, key_schema, item);
+}
+
+Result<Item> applied(const BoundUpdatePlan& plan, const KeySchema& key_schema, const Item& item) {
+  return applied_with(*plan.plan, plan.values, key_schema, item);
 }
 
 Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& item) {

@@ -158,6 +158,18 @@ Result<void> apply(const UpdatePlan& plan, const KeySchema& key_schema, Item& it
 // caller a copy of the old item when it needs both.
 Result<Item> applied(const UpdatePlan& plan, const KeySchema& key_schema, const Item& item);
 
+// An update plan ready to apply without copying it, like BoundCondition: the
+// plan, shared with the expression cache, and the request's values that its
+// placeholders stand for (read when applied). `values` must outlive it.
+struct BoundUpdatePlan {
+  std::shared_ptr<const UpdatePlan> plan;
+  const ExpressionAttributeValues* values = nullptr;
+};
+Result<Item> applied(const BoundUpdatePlan& plan, const KeySchema& key_schema, const Item& item);
+// The value a value operand stands for: the request's value of its
+// placeholder, or its own value when it has none (or `values` is null).
+const AttributeValue& operand_value(const UpdateValue& value, const ExpressionAttributeValues* values);
+
 // The attributes an update touched, as found in `item` (pass the old item for
 // ReturnValues UPDATED_OLD, the new one for UPDATED_NEW).
 Item updated_attributes(const UpdatePlan& plan, const Item& item);
@@ -227,7 +239,7 @@ class ExpressionCache {
     ExpressionAttributeNames names;
     std::vector<std::pair<std::string, AttributeType>> values;  // placeholder, type
     std::shared_ptr<const Condition> condition;  // shared with the BoundConditions made from it
-    std::optional<UpdatePlan> update;
+    std::shared_ptr<const UpdatePlan> update;  // shared with the BoundUpdatePlans made from it
     std::set<std::string> used_names;
     std::set<std::string> used_values;
   };
@@ -268,6 +280,8 @@ class ExpressionContext {
   Result<BoundCondition> parse_bound_condition(std::string_view text,
                                                ExpressionKind kind = ExpressionKind::condition);
   Result<UpdatePlan> parse_update(std::string_view text);
+  // The same, bound to this context's values instead of copied.
+  Result<BoundUpdatePlan> parse_bound_update(std::string_view text);
   Result<KeyCondition> parse_key_condition(std::string_view text, const KeySchema& key_schema);
   Result<ProjectionPlan> parse_projection(std::string_view text);
 
@@ -287,7 +301,7 @@ class ExpressionContext {
   const ExpressionCache::Entry* cached(ExpressionKind kind, std::string_view text);
   // Stores a successful parse with the placeholders it used.
   void remember(ExpressionKind kind, std::string_view text, std::shared_ptr<const Condition> condition,
-                std::optional<UpdatePlan> update, const std::set<std::string>& names_used,
+                std::shared_ptr<const UpdatePlan> update, const std::set<std::string>& names_used,
                 const std::set<std::string>& values_used);
 
   ExpressionAttributeNames owned_names_;
