@@ -49,13 +49,11 @@ bool ttl_expired(int64_t expiry_s, Instant now) {
 
 }  // namespace
 
-std::optional<Item> DynamoStore::State::index_entry(const TableState& table, const IndexState& index,
-                                                    const Item& item) const {
+std::shared_ptr<const Item> DynamoStore::State::index_entry(const IndexState& index,
+                                                            const std::shared_ptr<const Item>& item) const {
   // Sparse: only items carrying every index key attribute appear.
-  if (!store_detail::indexed(index, item)) return std::nullopt;
-  if (index.projected.empty()) return item;  // ALL
-  (void)table;
-  return store_detail::pick(item, index.projected);
+  if (item == nullptr || !store_detail::indexed(index, *item)) return nullptr;
+  return item;
 }
 
 // Replaces the item's version, keeping the previous one for stale reads, and
@@ -66,12 +64,12 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
                                       Instant now, const store_detail::WriteCost* cost) {
   auto& record = table.items[key.hash][key.range];
   record.previous = std::move(record.current);
-  record.current = std::move(new_item);
+  record.current = new_item ? std::make_shared<const Item>(std::move(*new_item)) : nullptr;
   record.written_at = now;
-  const std::optional<Item>& old_item = record.previous;
+  const Item* old_item = record.previous.get();
   if (!streams.empty()) {
     if (const auto stream = streams.find(table.name); stream != streams.end()) {
-      stream->second(old_item ? &*old_item : nullptr, record.current ? &*record.current : nullptr);
+      stream->second(old_item, record.current.get());
     }
   }
   if (old_item && !record.current) --table.live_items;
@@ -80,10 +78,9 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     IndexState& index = table.indexes[i];
     const bool changed = cost != nullptr ? cost->changes_index(i)
-                                         : !store_detail::same_index_entry(index, old_item ? &*old_item : nullptr,
-                                                                           record.current ? &*record.current : nullptr);
+                                         : !store_detail::same_index_entry(index, old_item, record.current.get());
     if (!changed) continue;
-    auto new_entry = record.current ? index_entry(table, index, *record.current) : std::nullopt;
+    std::shared_ptr<const Item> new_entry = index_entry(index, record.current);
     auto& [last_due, pending_count] = index.pending[key];
     Instant due = now + options.gsi_lag.sample(prng);
     if (pending_count > 0) due = std::max(due, last_due);
@@ -106,7 +103,7 @@ void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
     const auto& [old_hash, old_key] = position->second;
     const bool same_range = index.range ? change.entry->at(index.range->name) == old_key.range : true;
     if (same_range && change.entry->at(index.hash.name) == old_hash) {
-      index.entries.find(old_hash)->second.find(old_key)->second = std::move(*change.entry);
+      index.entries.find(old_hash)->second.find(old_key)->second = std::move(change.entry);
       settle_gsi_change(index, change.key);
       return;
     }
@@ -122,7 +119,7 @@ void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
     // Copies of the keys: the entry itself moves into the index.
     AttributeValue hash = change.entry->at(index.hash.name);
     IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
-    index.entries[hash][entry_key] = std::move(*change.entry);
+    index.entries[hash][entry_key] = std::move(change.entry);
     index.positions.emplace(change.key, std::make_pair(std::move(hash), std::move(entry_key)));
   }
   settle_gsi_change(index, change.key);

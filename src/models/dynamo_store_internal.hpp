@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -77,10 +78,11 @@ struct IndexEntryKeyLess {
 };
 
 // One item's latest version and the one before it (for stale eventual reads).
-// current == nullopt marks a recent delete, kept until the stale window ends.
+// current == nullptr marks a recent delete, kept until the stale window ends.
+// Versions are immutable and shared with the GSI entries that show them.
 struct ItemRecord {
-  std::optional<Item> current;
-  std::optional<Item> previous;
+  std::shared_ptr<const Item> current;
+  std::shared_ptr<const Item> previous;
   Instant written_at;
 };
 
@@ -123,8 +125,10 @@ struct IndexState {
   dynamo::GlobalSecondaryIndex definition;
   KeyAttribute hash;
   std::optional<KeyAttribute> range;
-  // Visible entries: index hash value -> position -> projected item.
-  std::map<AttributeValue, std::map<IndexEntryKey, Item, IndexEntryKeyLess>, KeyLess> entries;
+  // Visible entries: index hash value -> position -> the version of the table
+  // item the entry shows, shared with the table (and with later entries of
+  // unchanged versions): the projection is applied when a query reads it.
+  std::map<AttributeValue, std::map<IndexEntryKey, std::shared_ptr<const Item>, IndexEntryKeyLess>, KeyLess> entries;
   // Where each table item currently sits in `entries`.
   std::map<TableKey, std::pair<AttributeValue, IndexEntryKey>, TableKeyLess> positions;
   // Per table item: due time of its last scheduled change and how many are
@@ -183,7 +187,7 @@ struct GsiChange {
   std::string table;
   std::size_t index = 0;
   TableKey key;
-  std::optional<Item> entry;  // nullopt: remove the item from the index
+  std::shared_ptr<const Item> entry;  // the version the entry shows; null: remove the item from the index
 };
 struct TtlCheck {
   std::string table;
@@ -332,7 +336,9 @@ struct DynamoStore::State {
   // again.
   void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now,
                     const store_detail::WriteCost* cost = nullptr);
-  std::optional<Item> index_entry(const TableState& table, const IndexState& index, const Item& item) const;
+  // The version an index entry shows (the projection is applied when read),
+  // or null when the item is not in the (sparse) index.
+  std::shared_ptr<const Item> index_entry(const IndexState& index, const std::shared_ptr<const Item>& item) const;
   void apply_gsi_change(store_detail::GsiChange&& change);
   void settle_gsi_change(store_detail::IndexState& index, const store_detail::TableKey& key);
   void schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now);

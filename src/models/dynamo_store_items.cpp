@@ -130,7 +130,7 @@ Result<dynamo::Response> DynamoStore::State::get_item(const dynamo::GetItemReque
   const store_detail::ItemRecord* record = find_record(*table, key);
   const Item* item = nullptr;
   if (record != nullptr) {
-    item = request.consistent_read ? (record->current ? &*record->current : nullptr)
+    item = request.consistent_read ? record->current.get()
                                    : eventual(*table, *record, draw_stale_replica(false), now);
   }
   // A missing item still costs the minimum (1 RCU strong, 0.5 eventual).

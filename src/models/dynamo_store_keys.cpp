@@ -255,8 +255,7 @@ ItemRecord* DynamoStore::State::find_record(TableState& table, const TableKey& k
 
 const Item* DynamoStore::State::latest(TableState& table, const TableKey& key) {
   const ItemRecord* record = find_record(table, key);
-  if (record == nullptr || !record->current) return nullptr;
-  return &*record->current;
+  return record == nullptr ? nullptr : record->current.get();
 }
 
 bool DynamoStore::State::draw_stale_replica(bool consistent_read) {
@@ -268,9 +267,9 @@ const Item* DynamoStore::State::eventual(TableState& table, const ItemRecord& re
   const bool recent = now < record.written_at + options.eventual_read_window;
   if (stale && recent) {
     ++account(table.name).stale_reads;
-    return record.previous ? &*record.previous : nullptr;
+    return record.previous.get();
   }
-  return record.current ? &*record.current : nullptr;
+  return record.current.get();
 }
 
 }  // namespace leaseproof::models

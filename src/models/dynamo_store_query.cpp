@@ -125,7 +125,7 @@ class PageBuilder {
     }
     ++scanned_;
     bytes_ += dynamo::item_size_bytes(item);
-    last_ = &item;
+    any_scanned_ = true;
     last_key_ = store_detail::pick(item, plan_.start_key_names);
     if (plan_.filter && !dynamo::evaluate(*plan_.filter, item)) return true;
     results_.push_back(plan_.projection ? dynamo::project(*plan_.projection, item) : item);
@@ -139,7 +139,7 @@ class PageBuilder {
     response.scanned_count = scanned_;
     response.count = static_cast<int64_t>(results_.size());
     const bool limit_reached = request_.limit && scanned_ >= *request_.limit;
-    if ((limit_reached || bytes_ >= store_detail::query_page_bytes_max) && last_ != nullptr) {
+    if ((limit_reached || bytes_ >= store_detail::query_page_bytes_max) && any_scanned_) {
       response.last_evaluated_key = std::move(last_key_);
     }
     if (request_.select != dynamo::Select::count) response.items = std::move(results_);
@@ -151,7 +151,7 @@ class PageBuilder {
   const QueryPlan& plan_;
   int64_t scanned_ = 0;
   std::size_t bytes_ = 0;
-  const Item* last_ = nullptr;
+  bool any_scanned_ = false;
   Item last_key_;
   std::vector<Item> results_;
 };
@@ -250,7 +250,7 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
       std::optional<AttributeValue> start_range;
       if (start) start_range = table->range ? start->at(table->range->name) : AttributeValue{};
       scan_ordered(found->second, start_range, forward, [&](const store_detail::ItemRecord& record) {
-        const Item* item = request.consistent_read ? (record.current ? &*record.current : nullptr)
+        const Item* item = request.consistent_read ? record.current.get()
                                                    : eventual(*table, record, stale, now);
         return item == nullptr || page.visit(*item);
       });
@@ -264,7 +264,10 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
                                     TableKey{start->at(table->hash.name),
                                              table->range ? start->at(table->range->name) : AttributeValue{}}};
       }
-      scan_ordered(found->second, start_entry, forward, [&](const Item& item) { return page.visit(item); });
+      scan_ordered(found->second, start_entry, forward, [&](const std::shared_ptr<const Item>& version) {
+        if (index->projected.empty()) return page.visit(*version);  // ALL: the entry is the item
+        return page.visit(store_detail::pick(*version, index->projected));
+      });
     }
   }
   // The whole page's bytes, rounded up to 4 KB (at least one unit); eventual

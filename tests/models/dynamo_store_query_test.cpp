@@ -144,6 +144,54 @@ TEST_F(DynamoStoreQuery, GsiPagingKeyHoldsTableAndIndexKeys) {
   EXPECT_EQ(column(run(request), "pk"), (std::vector<AttributeValue>{S("c2")}));
 }
 
+// An index entry holds only what its projection names (the table and index
+// keys, plus INCLUDE's attributes), and shows the version the lag allows,
+// while the table itself holds and shows every attribute of the latest one.
+TEST(DynamoStoreGsiProjection, EntriesHoldTheProjectedAttributesOfTheVersionTheyShow) {
+  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
+  options.gsi_lag = sim::LatencyDistribution{Duration::from_ms(200), Duration::zero(), Ratio::zero(), Duration::zero()};
+  for (const auto type : {dynamo::ProjectionType::keys_only, dynamo::ProjectionType::include,
+                          dynamo::ProjectionType::all}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    DynamoStore store(options, 5);
+    Instant now = at_ms(0);
+    auto table = leases_table(type);
+    if (type == dynamo::ProjectionType::include) {
+      table.global_secondary_indexes[0].projection.non_key_attributes = {"lease_owner"};
+    }
+    ASSERT_TRUE(store.apply(table, now).ok());
+    const Item keys = {{"pk", S("a")}, {"desired_state", S("STARTED")}, {"lease_expires_at_ms", N(5)}};
+    Item first = keys;
+    first.emplace("lease_owner", S("w1"));
+    first.emplace("ws_url", S("wss://one"));
+    ASSERT_TRUE(store.apply(put("leases", first), now).ok());
+    now += Duration::from_ms(300);
+    store.advance(now);
+    Item second = first;
+    second["lease_owner"] = S("w2");
+    second["ws_url"] = S("wss://two");
+    ASSERT_TRUE(store.apply(put("leases", second), now).ok());
+
+    auto request = query_request("leases", "desired_state = :s", {{":s", S("STARTED")}});
+    request.index_name = "by_state";
+    auto expected = [&](const Item& version) {
+      if (type == dynamo::ProjectionType::all) return version;
+      Item entry = keys;
+      if (type == dynamo::ProjectionType::include) entry.emplace("lease_owner", version.at("lease_owner"));
+      return entry;
+    };
+    auto seen = as<dynamo::QueryResponse>(store.apply(request, now + Duration::from_ms(1)));
+    ASSERT_EQ(seen.items->size(), 1u);
+    EXPECT_EQ(seen.items->front(), expected(first));  // the lag still shows the first version
+    now += Duration::from_ms(300);
+    store.advance(now);
+    seen = as<dynamo::QueryResponse>(store.apply(request, now));
+    ASSERT_EQ(seen.items->size(), 1u);
+    EXPECT_EQ(seen.items->front(), expected(second));
+    EXPECT_EQ(store.peek("leases", {{"pk", S("a")}}), second);
+  }
+}
+
 TEST(DynamoStoreGsiLag, ReadMissesAJustWrittenItemUntilTheLagPasses) {
   DynamoStoreOptions options = DynamoStoreOptions::faults_off();
   options.gsi_lag = sim::LatencyDistribution{Duration::from_ms(200), Duration::zero(), Ratio::zero(), Duration::zero()};
