@@ -2,6 +2,7 @@
 // on its own, unprocessed under throttling) and TransactWriteItems (all or
 // nothing, idempotent by ClientRequestToken for 10 minutes, double cost).
 
+#include <cstring>
 #include <set>
 
 #include <fmt/format.h>
@@ -237,9 +238,12 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
 // Length-prefixed, tagged encoding: two different payloads never encode alike.
 class PayloadEncoder {
  public:
+  PayloadEncoder() { bytes_.reserve(1024); }
   void byte(uint8_t value) { bytes_.push_back(static_cast<char>(value)); }
-  void count(std::size_t value) {
-    for (int i = 0; i < 8; ++i) byte(static_cast<uint8_t>(value >> (8 * i)));
+  void count(std::size_t value) {  // 8 bytes, least significant first
+    char word[8];
+    for (int i = 0; i < 8; ++i) word[i] = static_cast<char>(static_cast<uint64_t>(value) >> (8 * i));
+    bytes_.append(word, sizeof word);
   }
   void text(std::string_view value) {
     count(value.size());
@@ -315,14 +319,28 @@ store_detail::PayloadFingerprint store_detail::fingerprint(const std::vector<dyn
         },
         action);
   }
-  // FNV-1a, and a multiply-xorshift fold: unrelated, so one collision does
-  // not imply the other.
+  // Two unrelated folds of the encoding, 8 bytes a step (the last word
+  // zero-padded, then the length): xor-multiply-xorshift, and
+  // add-multiply-rotate with other constants, so that one collision does not
+  // imply the other. Only ever compared within one process.
+  const std::string& bytes = encoder.bytes();
   PayloadFingerprint out{0xCBF29CE484222325ULL, 0x6C65617365707266ULL};
-  for (char c : encoder.bytes()) {
-    out.first = (out.first ^ static_cast<uint8_t>(c)) * 0x100000001B3ULL;
-    out.second = (out.second ^ static_cast<uint8_t>(c)) * 0x9E3779B97F4A7C15ULL;
-    out.second ^= out.second >> 29;
+  auto fold = [&out](uint64_t word) {
+    out.first = (out.first ^ word) * 0x9E3779B97F4A7C15ULL;
+    out.first ^= out.first >> 29;
+    out.second = (out.second + word) * 0xC2B2AE3D27D4EB4FULL;
+    out.second = (out.second << 31) | (out.second >> 33);
+  };
+  std::size_t at = 0;
+  for (; at + 8 <= bytes.size(); at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes.data() + at, 8);
+    fold(word);
   }
+  uint64_t tail = 0;
+  std::memcpy(&tail, bytes.data() + at, bytes.size() - at);
+  fold(tail);
+  fold(bytes.size());
   return out;
 }
 
