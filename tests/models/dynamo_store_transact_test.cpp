@@ -116,6 +116,14 @@ TEST_F(DynamoStoreTransact, ARetryDifferingInAnyFieldIsAMismatch) {
          r.transact_items[2] = dynamo::TransactConditionCheck{{{"pk", S("c")}}, on("leases")}; }},
       {"order", [](auto& r) { std::swap(r.transact_items[2], r.transact_items[3]); }},
       {"one action fewer", [](auto& r) { r.transact_items.pop_back(); }},
+      // The end of the encoding (the fingerprint folds it in words, the last
+      // one partial).
+      {"last action's return values on failure", [](auto& r) {
+         std::get<dynamo::TransactConditionCheck>(r.transact_items[3]).condition.return_values_on_condition_check_failure =
+             dynamo::ReturnValuesOnConditionCheckFailure::all_old; }},
+      {"last action's condition", [](auto& r) {
+         std::get<dynamo::TransactConditionCheck>(r.transact_items[3]).condition.condition_expression =
+             "attribute_not_exists(pl)"; }},
   };
   auto other = leases_table();
   other.table_name = "other";
