@@ -55,16 +55,10 @@ Result<void> check_put_or_delete(const dynamo::ConditionalWrite& write) {
 // the unused-placeholder check sees the whole request.
 Result<std::optional<dynamo::BoundCondition>> parse_write_condition(const dynamo::ConditionalWrite& write,
                                                                     dynamo::ExpressionCache& cache) {
-  auto context =
-      ExpressionContext::borrowing(write.expression_attribute_names, write.expression_attribute_values, &cache);
-  LP_STORE_TRY_VOID(context.check_keys());
-  std::optional<dynamo::BoundCondition> condition;
-  if (write.condition_expression) {
-    LP_STORE_TRY(parsed, context.parse_bound_condition(*write.condition_expression, ExpressionKind::condition));
-    condition = std::move(parsed);
-  }
-  LP_STORE_TRY_VOID(context.check_all_used());
-  return condition;
+  LP_STORE_TRY(prepared, dynamo::prepare_write(std::nullopt, write.condition_expression,
+                                               write.expression_attribute_names, write.expression_attribute_values,
+                                               &cache));
+  return std::move(prepared.condition);
 }
 
 std::optional<Item> copy_of(const Item* item) {

@@ -160,20 +160,15 @@ Result<void> parse_action(const dynamo::TransactWriteItem& item, PreparedAction&
   LP_STORE_TRY_VOID(store_detail::check_expression_params(
       condition.expression_attribute_names, condition.expression_attribute_values, any, any,
       update != nullptr ? "UpdateExpression and ConditionExpression are null" : "ConditionExpression is null"));
-  auto context = dynamo::ExpressionContext::borrowing(condition.expression_attribute_names,
-                                                     condition.expression_attribute_values, &cache);
-  LP_STORE_TRY_VOID(context.check_keys());
-  if (update != nullptr) {
-    LP_STORE_TRY(plan, context.parse_bound_update(update->update_expression));
-    action.plan = std::move(plan);
-  }
-  if (condition.condition_expression) {
-    LP_STORE_TRY(parsed,
-                 context.parse_bound_condition(*condition.condition_expression, dynamo::ExpressionKind::condition));
-    action.condition = std::move(parsed);
-  }
+  const std::optional<std::string> update_expression =
+      update != nullptr ? std::optional<std::string>(update->update_expression) : std::nullopt;
+  LP_STORE_TRY(prepared, dynamo::prepare_write(update_expression, condition.condition_expression,
+                                               condition.expression_attribute_names,
+                                               condition.expression_attribute_values, &cache));
+  action.plan = std::move(prepared.update);
+  action.condition = std::move(prepared.condition);
   action.on_failure = condition.return_values_on_condition_check_failure;
-  return context.check_all_used();
+  return Result<void>{};
 }
 
 }  // namespace

@@ -122,21 +122,11 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY_VOID(store_detail::check_expression_params(write.expression_attribute_names,
                                                           write.expression_attribute_values, any, any,
                                                           "UpdateExpression and ConditionExpression are null"));
-  auto context = dynamo::ExpressionContext::borrowing(write.expression_attribute_names,
-                                                     write.expression_attribute_values, &expression_cache);
-  LP_STORE_TRY_VOID(context.check_keys());
-  std::optional<dynamo::BoundUpdatePlan> plan;
-  if (request.update_expression) {
-    LP_STORE_TRY(parsed, context.parse_bound_update(*request.update_expression));
-    plan = std::move(parsed);
-  }
-  std::optional<dynamo::BoundCondition> condition;
-  if (write.condition_expression) {
-    LP_STORE_TRY(parsed,
-                 context.parse_bound_condition(*write.condition_expression, dynamo::ExpressionKind::condition));
-    condition = std::move(parsed);
-  }
-  LP_STORE_TRY_VOID(context.check_all_used());
+  LP_STORE_TRY(prepared, dynamo::prepare_write(request.update_expression, write.condition_expression,
+                                               write.expression_attribute_names, write.expression_attribute_values,
+                                               &expression_cache));
+  const std::optional<dynamo::BoundUpdatePlan>& plan = prepared.update;
+  const std::optional<dynamo::BoundCondition>& condition = prepared.condition;
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));

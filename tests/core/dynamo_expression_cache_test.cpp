@@ -290,5 +290,87 @@ TEST(DynamoExpressionCache, ABoundUpdatePlanReadsTheRequestsValuesNotTheCachedOn
   EXPECT_EQ(unbound.value().at("a"), N("11"));  // the plan alone still says 1
 }
 
+// prepare_write answers a request from one lookup when its whole shape (both
+// texts, the names, the value placeholders and types) was seen before: the
+// answer, error or not, must be the one parsing it afresh gives, including
+// for shapes whose checks read a value's content (BETWEEN's bounds).
+RC_GTEST_PROP(DynamoPrepareWrite, AnswersAsAFreshParseDoes, ()) {
+  const std::vector<std::optional<std::string>> updates = {
+      std::nullopt, "SET a = :x", "SET a = a + :y", "SET #o = :x", "REMOVE b", "SET a = :z", "SET a = :x,"};
+  const std::vector<std::optional<std::string>> conditions = {
+      std::nullopt, "attribute_not_exists(a) OR #o = :x", "a BETWEEN :x AND :y", "b < :y", "#o = :x AND a = :y",
+      "a = :x AND"};
+  const std::vector<ExpressionAttributeNames> names_pool = {
+      {}, {{"#o", "owner"}}, {{"#o", "owner"}, {"#p", "pk"}}, {{"o", "owner"}}};
+  const std::vector<AttributeValue> values_pool = {N("1"), N("7"), S("a"), S("b"), AttributeValue::string_set({"q"})};
+  const KeySchema key_schema = {{"pk", KeyType::hash}};
+  ExpressionCache cache;
+  for (int round = 0; round < 12; ++round) {
+    const auto update = *rc::gen::elementOf(updates);
+    const auto condition = *rc::gen::elementOf(conditions);
+    const ExpressionAttributeNames names = *rc::gen::elementOf(names_pool);
+    ExpressionAttributeValues values;
+    for (const char* key : {":x", ":y", ":z", "w"}) {
+      if (*rc::gen::inRange(0, 3) != 0 && (key[0] == ':' || *rc::gen::inRange(0, 8) == 0)) {
+        values[key] = *rc::gen::elementOf(values_pool);
+      }
+    }
+    const auto cached = prepare_write(update, condition, names, values, &cache);
+    const auto fresh = prepare_write(update, condition, names, values, nullptr);
+    RC_ASSERT(cached.ok() == fresh.ok());
+    if (!fresh.ok()) {
+      RC_ASSERT(cached.error().message == fresh.error().message);
+      continue;
+    }
+    RC_ASSERT(cached.value().update.has_value() == update.has_value());
+    RC_ASSERT(cached.value().condition.has_value() == condition.has_value());
+    for (int i = 0; i < 4; ++i) {
+      Item item{{"pk", S("k")}};
+      for (const char* name : {"a", "b", "owner"}) {
+        if (*rc::gen::inRange(0, 3) != 0) item[name] = *rc::gen::elementOf(values_pool);
+      }
+      if (condition) RC_ASSERT(evaluate(*cached.value().condition, item) == evaluate(*fresh.value().condition, item));
+      if (update) {
+        const auto a = applied(*cached.value().update, key_schema, item);
+        const auto b = applied(*fresh.value().update, key_schema, item);
+        RC_ASSERT(a.ok() == b.ok());
+        if (a.ok()) RC_ASSERT(a.value() == b.value());
+      }
+    }
+  }
+  RC_CLASSIFY(cache.write_hits() > 0, "shape hit");
+}
+
+TEST(DynamoPrepareWrite, ASeenShapeIsOneLookupAndAValueDependentShapeIsNeverKept) {
+  ExpressionCache cache;
+  const ExpressionAttributeNames names = {{"#o", "owner"}};
+  const std::optional<std::string> update = "SET a = :x";
+  const std::optional<std::string> condition = "#o = :me";
+  const ExpressionAttributeValues first = {{":x", N("1")}, {":me", S("w1")}};
+  const ExpressionAttributeValues second = {{":x", N("2")}, {":me", S("w2")}};
+  ASSERT_TRUE(prepare_write(update, condition, names, first, &cache).ok());
+  EXPECT_EQ(cache.write_misses(), 1u);
+  const auto again = prepare_write(update, condition, names, second, &cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(cache.write_hits(), 1u);
+  EXPECT_TRUE(evaluate(*again.value().condition, Item{{"owner", S("w2")}}));  // bound to this request's values
+  // Another value type is another shape; an unused value is an error, never kept.
+  EXPECT_TRUE(prepare_write(update, condition, names, {{":x", S("s")}, {":me", S("w1")}}, &cache).ok());
+  EXPECT_EQ(cache.write_misses(), 2u);
+  const ExpressionAttributeValues extra = {{":x", N("1")}, {":me", S("w1")}, {":unused", N("0")}};
+  for (int i = 0; i < 2; ++i) {
+    const auto unused = prepare_write(update, condition, names, extra, &cache);
+    ASSERT_FALSE(unused.ok());
+    EXPECT_EQ(unused.error().message, "Value provided in ExpressionAttributeValues unused in expressions: keys: {:unused}");
+  }
+  EXPECT_EQ(cache.write_misses(), 4u);
+  // BETWEEN's bounds are checked against their values: parsed every time.
+  const std::optional<std::string> between = "a BETWEEN :lo AND :hi";
+  ASSERT_TRUE(prepare_write(std::nullopt, between, {}, {{":lo", N("1")}, {":hi", N("2")}}, &cache).ok());
+  const auto reversed = prepare_write(std::nullopt, between, {}, {{":lo", N("2")}, {":hi", N("1")}}, &cache);
+  ASSERT_FALSE(reversed.ok());
+  EXPECT_EQ(cache.write_hits(), 1u);
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

@@ -186,4 +186,111 @@ void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std
   cache_->insert(ExpressionCache::key_hash(kind, text, *names_, *values_), std::move(entry));
 }
 
+// ---- whole write requests ------------------------------------------------------
+
+struct WriteShapeAccess {
+  static uint64_t hash(const std::optional<std::string>& update, const std::optional<std::string>& condition,
+                       const ExpressionAttributeNames& names, const ExpressionAttributeValues& values) {
+    uint64_t hash = 0x84222325CBF29CE4ULL;
+    const char flags = static_cast<char>((update ? 1 : 0) | (condition ? 2 : 0));
+    mix(hash, std::string_view(&flags, 1));
+    if (update) mix(hash, *update);
+    if (condition) mix(hash, *condition);
+    for (const auto& [key, name] : names) {
+      mix(hash, key);
+      mix(hash, name);
+    }
+    for (const auto& [key, value] : values) {
+      mix(hash, key);
+      mix(hash, type_descriptor(value.type()));
+    }
+    return hash;
+  }
+
+  static bool matches(const ExpressionCache::WriteShape& shape, const std::optional<std::string>& update,
+                      const std::optional<std::string>& condition, const ExpressionAttributeNames& names,
+                      const ExpressionAttributeValues& values) {
+    if (shape.update != update || shape.condition != condition || shape.names != names) return false;
+    if (shape.values.size() != values.size()) return false;
+    auto value = values.begin();
+    for (const auto& [placeholder, type] : shape.values) {
+      if (placeholder != value->first || type != value->second.type()) return false;
+      ++value;
+    }
+    return true;
+  }
+
+  static const ExpressionCache::WriteShape* find(ExpressionCache& cache, uint64_t hash,
+                                                 const std::optional<std::string>& update,
+                                                 const std::optional<std::string>& condition,
+                                                 const ExpressionAttributeNames& names,
+                                                 const ExpressionAttributeValues& values) {
+    const auto bucket = cache.writes_.find(hash);
+    if (bucket != cache.writes_.end()) {
+      for (const auto& shape : bucket->second) {
+        if (matches(shape, update, condition, names, values)) {
+          ++cache.write_hits_;
+          return &shape;
+        }
+      }
+    }
+    ++cache.write_misses_;
+    return nullptr;
+  }
+
+  static void insert(ExpressionCache& cache, uint64_t hash, const std::optional<std::string>& update,
+                     const std::optional<std::string>& condition, const ExpressionAttributeNames& names,
+                     const ExpressionAttributeValues& values, const PreparedWrite& prepared) {
+    ExpressionCache::WriteShape shape;
+    shape.update = update;
+    shape.condition = condition;
+    shape.names = names;
+    for (const auto& [key, value] : values) shape.values.emplace_back(key, value.type());
+    if (prepared.update) shape.update_plan = prepared.update->plan;
+    if (prepared.condition) shape.condition_tree = prepared.condition->tree;
+    if (cache.write_count_ >= cache.capacity_) {
+      cache.writes_.clear();
+      cache.write_count_ = 0;
+    }
+    cache.writes_[hash].push_back(std::move(shape));
+    ++cache.write_count_;
+  }
+};
+
+Result<PreparedWrite> prepare_write(const std::optional<std::string>& update,
+                                    const std::optional<std::string>& condition,
+                                    const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+                                    ExpressionCache* cache) {
+  uint64_t hash = 0;
+  if (cache != nullptr) {
+    hash = WriteShapeAccess::hash(update, condition, names, values);
+    if (const auto* shape = WriteShapeAccess::find(*cache, hash, update, condition, names, values)) {
+      PreparedWrite prepared;
+      if (update) prepared.update = BoundUpdatePlan{shape->update_plan, &values};
+      if (condition) prepared.condition = BoundCondition{shape->condition_tree, &values};
+      return prepared;
+    }
+  }
+  auto context = ExpressionContext::borrowing(names, values, cache);
+  if (auto keys = context.check_keys(); !keys) return std::move(keys).error();
+  PreparedWrite prepared;
+  if (update) {
+    auto parsed = context.parse_bound_update(*update);
+    if (!parsed) return std::move(parsed).error();
+    prepared.update = std::move(parsed).value();
+  }
+  if (condition) {
+    auto parsed = context.parse_bound_condition(*condition, ExpressionKind::condition);
+    if (!parsed) return std::move(parsed).error();
+    prepared.condition = std::move(parsed).value();
+  }
+  if (auto used = context.check_all_used(); !used) return std::move(used).error();
+  // The two checks that read a value's content cannot be skipped next time.
+  const bool shape_cacheable = (!update || cacheable(*update)) && (!condition || cacheable(*condition));
+  if (cache != nullptr && shape_cacheable) {
+    WriteShapeAccess::insert(*cache, hash, update, condition, names, values, prepared);
+  }
+  return prepared;
+}
+
 }  // namespace leaseproof::dynamo

@@ -230,9 +230,13 @@ class ExpressionCache {
   std::size_t size() const { return size_; }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  // prepare_write() answered from one lookup / by parsing.
+  uint64_t write_hits() const { return write_hits_; }
+  uint64_t write_misses() const { return write_misses_; }
 
  private:
   friend class ExpressionContext;
+  friend struct WriteShapeAccess;
   struct Entry {
     ExpressionKind kind = ExpressionKind::condition;
     std::string text;
@@ -251,14 +255,46 @@ class ExpressionCache {
                     const ExpressionAttributeValues& values);
   void insert(uint64_t hash, Entry entry);
 
+  // A write request's expressions together (see prepare_write).
+  struct WriteShape {
+    std::optional<std::string> update;
+    std::optional<std::string> condition;
+    ExpressionAttributeNames names;
+    std::vector<std::pair<std::string, AttributeType>> values;  // placeholder, type
+    std::shared_ptr<const UpdatePlan> update_plan;
+    std::shared_ptr<const Condition> condition_tree;
+  };
+
   std::size_t capacity_;
   std::size_t size_ = 0;
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
-  // Lookups only, never iterated: the unordered container cannot leak its
-  // order into a run. When full it is emptied (simple and deterministic).
+  uint64_t write_hits_ = 0;
+  uint64_t write_misses_ = 0;
+  // Lookups only, never iterated: the unordered containers cannot leak their
+  // order into a run. When full they are emptied (simple and deterministic).
   std::unordered_map<uint64_t, std::vector<Entry>> entries_;
+  std::size_t write_count_ = 0;
+  std::unordered_map<uint64_t, std::vector<WriteShape>> writes_;
 };
+
+// The expressions of one write request (UpdateItem, PutItem, DeleteItem, a
+// transaction's action), parsed and checked together, bound to its values.
+struct PreparedWrite {
+  std::optional<BoundUpdatePlan> update;
+  std::optional<BoundCondition> condition;
+};
+// Checks the placeholder keys, parses the update expression and then the
+// condition (either may be absent), and checks that every name and value was
+// used: the order, and so the first error, of a single-item write. Through
+// `cache` (when not null): a request whose expression texts, names and value
+// placeholders and types were all seen together before passed every one of
+// those checks then, and is answered from one lookup. `names` and `values`
+// must outlive the result.
+Result<PreparedWrite> prepare_write(const std::optional<std::string>& update,
+                                    const std::optional<std::string>& condition,
+                                    const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
+                                    ExpressionCache* cache);
 
 // Parses the expressions of one request and tracks which placeholders they use.
 class ExpressionContext {
