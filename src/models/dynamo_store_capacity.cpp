@@ -92,24 +92,20 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
   cost.base_units = dynamo::write_capacity_units(bytes) * multiplier;
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     const IndexState& index = table.indexes[i];
-    if (store_detail::same_index_entry(index, old_item, new_item)) continue;
     // Entries are not built: their keys and sizes are read from the items.
-    const Item* old_entry = old_item != nullptr && store_detail::indexed(index, *old_item) ? old_item : nullptr;
-    const Item* new_entry = new_item != nullptr && store_detail::indexed(index, *new_item) ? new_item : nullptr;
+    const store_detail::IndexEntryPair entries = store_detail::index_entries(index, old_item, new_item);
+    if (entries.same) continue;
     IndexWriteCost index_cost{i, {}};
-    auto add_write = [&](const Item& entry) {
-      const uint32_t partition =
-          store_detail::partition_of(entry.at(index.hash.name), options.partitions_per_table);
-      index_cost.writes.emplace_back(
-          partition, dynamo::write_capacity_units(store_detail::index_entry_bytes(index, entry)) * multiplier);
+    auto add_write = [&](const AttributeValue& hash, std::size_t entry_bytes) {
+      const uint32_t partition = store_detail::partition_of(hash, options.partitions_per_table);
+      index_cost.writes.emplace_back(partition, dynamo::write_capacity_units(entry_bytes) * multiplier);
     };
     const bool key_changed =
-        old_entry != nullptr && new_entry != nullptr &&
-        (store_detail::compare_keys(old_entry->at(index.hash.name), new_entry->at(index.hash.name)) != 0 ||
-         (index.range &&
-          store_detail::compare_keys(old_entry->at(index.range->name), new_entry->at(index.range->name)) != 0));
-    if (new_entry == nullptr || key_changed) add_write(*old_entry);
-    if (new_entry != nullptr) add_write(*new_entry);
+        entries.old_in && entries.new_in &&
+        (store_detail::compare_keys(*entries.old_hash, *entries.new_hash) != 0 ||
+         (index.range && store_detail::compare_keys(*entries.old_range, *entries.new_range) != 0));
+    if (!entries.new_in || key_changed) add_write(*entries.old_hash, entries.old_bytes);
+    if (entries.new_in) add_write(*entries.new_hash, entries.new_bytes);
     cost.indexes.push_back(std::move(index_cost));
   }
   return cost;

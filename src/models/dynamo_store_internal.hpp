@@ -232,6 +232,22 @@ bool indexed(const IndexState& index, const Item& item);
 bool same_index_entry(const IndexState& index, const Item* a, const Item* b);
 // Size of an indexed item's entry, without building it.
 std::size_t index_entry_bytes(const IndexState& index, const Item& item);
+// What two versions of an item (nullptr: absent) show in one index, read in
+// one pass over both (items and projections are sorted by name): whether each
+// is in the (sparse) index, its index key values and entry size, and whether
+// the two entries are equal (as same_index_entry says).
+struct IndexEntryPair {
+  bool old_in = false;
+  bool new_in = false;
+  bool same = true;
+  const AttributeValue* old_hash = nullptr;
+  const AttributeValue* new_hash = nullptr;
+  const AttributeValue* old_range = nullptr;  // null for hash-only indexes
+  const AttributeValue* new_range = nullptr;
+  std::size_t old_bytes = 0;  // entry sizes, when in the index
+  std::size_t new_bytes = 0;
+};
+IndexEntryPair index_entries(const IndexState& index, const Item* old_item, const Item* new_item);
 // ConsumedCapacity of a read charged to the table or to one index.
 std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapacity mode, const std::string& table,
                                                       const IndexState* index, int64_t half_units);

@@ -109,6 +109,68 @@ std::size_t index_entry_bytes(const IndexState& index, const Item& item) {
   return total;
 }
 
+namespace {
+
+// The attribute `name` of an item being walked in name order from `at`:
+// advances `at` past smaller names; nullptr when absent.
+const AttributeValue* walk_to(const Item* item, Item::const_iterator& at, const std::string& name) {
+  if (item == nullptr) return nullptr;
+  while (at != item->end() && lex_compare(at->first, name) < 0) ++at;
+  return at != item->end() && at->first == name ? &at->second : nullptr;
+}
+
+const AttributeValue* find_value(const Item* item, const std::string& name) {
+  if (item == nullptr) return nullptr;
+  const auto found = item->find(name);
+  return found != item->end() ? &found->second : nullptr;
+}
+
+}  // namespace
+
+IndexEntryPair index_entries(const IndexState& index, const Item* old_item, const Item* new_item) {
+  IndexEntryPair pair;
+  if (index.projected.empty()) {  // ALL: the entry is the item
+    pair.old_hash = find_value(old_item, index.hash.name);
+    pair.new_hash = find_value(new_item, index.hash.name);
+    if (index.range) {
+      pair.old_range = find_value(old_item, index.range->name);
+      pair.new_range = find_value(new_item, index.range->name);
+    }
+  } else {
+    Item::const_iterator old_at = old_item != nullptr ? old_item->begin() : Item::const_iterator{};
+    Item::const_iterator new_at = new_item != nullptr ? new_item->begin() : Item::const_iterator{};
+    for (const std::string& name : index.projected) {  // sorted, and holds the index keys
+      const AttributeValue* old_value = walk_to(old_item, old_at, name);
+      const AttributeValue* new_value = walk_to(new_item, new_at, name);
+      if (old_value != nullptr) pair.old_bytes += name.size() + dynamo::attribute_size_bytes(*old_value);
+      if (new_value != nullptr) pair.new_bytes += name.size() + dynamo::attribute_size_bytes(*new_value);
+      if ((old_value == nullptr) != (new_value == nullptr) ||
+          (old_value != nullptr && !(*old_value == *new_value))) {
+        pair.same = false;
+      }
+      if (name == index.hash.name) {
+        pair.old_hash = old_value;
+        pair.new_hash = new_value;
+      } else if (index.range && name == index.range->name) {
+        pair.old_range = old_value;
+        pair.new_range = new_value;
+      }
+    }
+  }
+  pair.old_in = pair.old_hash != nullptr && (!index.range || pair.old_range != nullptr);
+  pair.new_in = pair.new_hash != nullptr && (!index.range || pair.new_range != nullptr);
+  if (!pair.old_in || !pair.new_in) {
+    pair.same = pair.old_in == pair.new_in;
+  } else if (index.projected.empty()) {
+    pair.same = *old_item == *new_item;
+  }
+  if (index.projected.empty()) {
+    if (pair.old_in) pair.old_bytes = dynamo::item_size_bytes(*old_item);
+    if (pair.new_in) pair.new_bytes = dynamo::item_size_bytes(*new_item);
+  }
+  return pair;
+}
+
 const IndexState* TableState::find_index(std::string_view index_name) const {
   for (const auto& index : indexes) {
     if (index.definition.index_name == index_name) return &index;

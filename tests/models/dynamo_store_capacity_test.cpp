@@ -55,6 +55,36 @@ TEST(DynamoStoreCost, FiveHundredHeartbeatsEveryFiveSecondsCostOneHundredWcuPerS
   EXPECT_EQ((churn.indexes.at("by_state").write_units - before) * 1000 / run_ms, 200);
 }
 
+// An index write is sized by the entry it writes (the projected attributes),
+// not by the item: the delete of the old entry by the old one, the put of the
+// new entry by the new one.
+TEST(DynamoStoreCost, IndexWritesAreSizedByTheirProjectedEntries) {
+  const std::string kb(1024, 'x');
+  for (const auto type : {dynamo::ProjectionType::include, dynamo::ProjectionType::keys_only,
+                          dynamo::ProjectionType::all}) {
+    SCOPED_TRACE(static_cast<int>(type));
+    DynamoStore store(DynamoStoreOptions::faults_off(), 21);
+    auto table = leases_table(type);
+    if (type == dynamo::ProjectionType::include) {
+      table.global_secondary_indexes[0].projection.non_key_attributes = {"note"};
+    }
+    ASSERT_TRUE(store.apply(table, at_ms(0)).ok());
+    auto index_wcu = [&] { return store.accounting("leases").indexes.at("by_state").write_units; };
+    // note: 1.5 KB (projected by INCLUDE), blob: 3 KB (projected by ALL only).
+    ASSERT_TRUE(store.apply(put("leases", {{"pk", S("a")}, {"desired_state", S("STARTED")},
+                                           {"lease_expires_at_ms", N(1)}, {"note", S(kb + kb.substr(512))},
+                                           {"blob", S(kb + kb + kb)}}), at_ms(0)).ok());
+    const int64_t put_cost = type == dynamo::ProjectionType::all ? 5 : type == dynamo::ProjectionType::include ? 2 : 1;
+    EXPECT_EQ(index_wcu(), put_cost);
+    // Moving the entry (new range key) and shrinking the note: a delete sized
+    // by the old entry, a put sized by the new one.
+    ASSERT_TRUE(store.apply(update_request("leases", {{"pk", S("a")}}, "SET lease_expires_at_ms = :t, note = :n",
+                                           {{":t", N(2)}, {":n", S("short")}}), at_ms(1)).ok());
+    const int64_t move_cost = type == dynamo::ProjectionType::all ? 5 + 4 : type == dynamo::ProjectionType::include ? 2 + 1 : 1 + 1;
+    EXPECT_EQ(index_wcu(), put_cost + move_cost);
+  }
+}
+
 class DynamoStoreCapacity : public ::testing::Test {
  protected:
   DynamoStore store_{DynamoStoreOptions::faults_off(), 23};
