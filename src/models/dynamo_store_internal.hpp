@@ -224,6 +224,8 @@ uint32_t partition_of(const AttributeValue& hash_value, uint32_t partitions);
 DynamoError resource_not_found();
 // Attributes of `item` named by `names` (absent ones skipped).
 Item pick(const Item& item, const std::vector<std::string>& names);
+// The same for names sorted as an item's are (an index's projection): one walk.
+Item pick_sorted(const Item& item, const std::vector<std::string>& sorted_names);
 // Whether an item appears in the index (GSIs are sparse: it needs every index
 // key attribute).
 bool indexed(const IndexState& index, const Item& item);

@@ -127,6 +127,16 @@ const AttributeValue* find_value(const Item* item, const std::string& name) {
 
 }  // namespace
 
+Item pick_sorted(const Item& item, const std::vector<std::string>& sorted_names) {
+  Item out;
+  out.reserve(std::min(sorted_names.size(), item.size()));
+  Item::const_iterator at = item.begin();
+  for (const std::string& name : sorted_names) {
+    if (walk_to(&item, at, name) != nullptr) out.append_sorted(*at);
+  }
+  return out;
+}
+
 IndexEntryPair index_entries(const IndexState& index, const Item* old_item, const Item* new_item) {
   IndexEntryPair pair;
   if (index.projected.empty()) {  // ALL: the entry is the item

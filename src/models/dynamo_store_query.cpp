@@ -116,7 +116,10 @@ class PageBuilder {
   PageBuilder(const dynamo::QueryRequest& request, const QueryPlan& plan) : request_(request), plan_(plan) {}
 
   // False once the page is full: the caller stops scanning.
-  bool visit(const Item& item) {
+  // An item of the table, or an index entry made for this visit (moved into
+  // the page instead of copied).
+  template <typename ItemRef>
+  bool visit(ItemRef&& item) {
     const bool limit_reached = request_.limit && scanned_ >= *request_.limit;
     if (limit_reached || bytes_ >= store_detail::query_page_bytes_max) return false;
     if (plan_.key_condition.sort) {
@@ -128,7 +131,11 @@ class PageBuilder {
     any_scanned_ = true;
     last_key_ = store_detail::pick(item, plan_.start_key_names);
     if (plan_.filter && !dynamo::evaluate(*plan_.filter, item)) return true;
-    results_.push_back(plan_.projection ? dynamo::project(*plan_.projection, item) : item);
+    if (plan_.projection) {
+      results_.push_back(dynamo::project(*plan_.projection, item));
+    } else {
+      results_.push_back(std::forward<ItemRef>(item));
+    }
     return true;
   }
 
@@ -266,7 +273,7 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
       }
       scan_ordered(found->second, start_entry, forward, [&](const std::shared_ptr<const Item>& version) {
         if (index->projected.empty()) return page.visit(*version);  // ALL: the entry is the item
-        return page.visit(store_detail::pick(*version, index->projected));
+        return page.visit(store_detail::pick_sorted(*version, index->projected));
       });
     }
   }

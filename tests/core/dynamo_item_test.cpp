@@ -88,5 +88,17 @@ TEST(DynamoItem, ABraceListIsSortedAndKeepsTheFirstOfDuplicateNames) {
   EXPECT_THROW((void)item.at("c"), std::out_of_range);
 }
 
+TEST(DynamoItem, AppendSortedKeepsTheOrderAndRefusesAnythingElse) {
+  Item item;
+  item.append_sorted({"a", AttributeValue::number(1)});
+  item.append_sorted({"ab", AttributeValue::number(2)});
+  item.append_sorted({"b", AttributeValue::number(3)});
+  EXPECT_EQ(item, (Item{{"b", AttributeValue::number(3)}, {"a", AttributeValue::number(1)},
+                        {"ab", AttributeValue::number(2)}}));
+  EXPECT_THROW(item.append_sorted({"aa", AttributeValue::number(4)}), std::invalid_argument);  // before "b"
+  EXPECT_THROW(item.append_sorted({"b", AttributeValue::number(5)}), std::invalid_argument);   // a duplicate
+  EXPECT_EQ(item.size(), 3u);
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

@@ -97,6 +97,11 @@ class Item {
   template <AttributeName K, typename V>
   std::pair<iterator, bool> insert_or_assign(K&& name, V&& value);
 
+  // Appends a member whose name sorts after every present one: builds an item
+  // from members already in order without a search. Out of order is a bug
+  // (checked).
+  void append_sorted(const value_type& member);
+
   size_type erase(std::string_view name);
   iterator erase(const_iterator position);
   iterator erase(const_iterator first, const_iterator last);
@@ -244,6 +249,13 @@ inline Item::size_type Item::erase(std::string_view name) {
   if (found == end()) return 0;
   entries_.erase(found);
   return 1;
+}
+
+inline void Item::append_sorted(const value_type& member) {
+  if (!entries_.empty() && lex_compare(entries_.back().first, member.first) >= 0) {
+    throw std::invalid_argument("Item::append_sorted: member out of order");
+  }
+  entries_.push_back(member);
 }
 
 inline Item::iterator Item::erase(const_iterator position) { return entries_.erase(position); }
