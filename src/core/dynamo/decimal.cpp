@@ -124,6 +124,22 @@ Result<Decimal> Decimal::parse(std::string_view text) {
   return result.checked();
 }
 
+std::optional<int64_t> Decimal::small_integer(std::string_view text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  const std::string_view digits = text.substr(negative ? 1 : 0);
+  if (digits.empty() || digits.size() > 18) return std::nullopt;
+  if (digits[0] == '0') {
+    if (text == "0") return 0;
+    return std::nullopt;  // a leading zero, or "-0": not canonical
+  }
+  int64_t value = 0;
+  for (const char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return negative ? -value : value;
+}
+
 Decimal Decimal::from_int(int64_t value) {
   auto parsed = parse(std::to_string(value));
   LP_ASSERT(parsed.ok());  // every int64 has at most 19 digits

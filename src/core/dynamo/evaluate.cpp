@@ -36,6 +36,9 @@ std::vector<std::string> canonical_members(const AttributeValue& set) {
 }
 
 bool numbers_equal(const std::string& a, const std::string& b) {
+  if (a == b) return true;  // the same text: the same number (or, unparsable, equal as text)
+  // Two canonical integers are equal only as the same text.
+  if (Decimal::small_integer(a) && Decimal::small_integer(b)) return false;
   auto left = Decimal::parse(a);
   auto right = Decimal::parse(b);
   if (!left || !right) return a == b;

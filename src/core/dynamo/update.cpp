@@ -32,6 +32,10 @@ DynamoError invalid_path() {
 
 Result<AttributeValue> arithmetic(const AttributeValue& left, const AttributeValue& right, bool plus) {
   if (!left.is(AttributeType::n) || !right.is(AttributeType::n)) return incorrect_type();
+  // Counters and timestamps: integers whose sum fits int64, canonical as printed.
+  const auto small_left = Decimal::small_integer(left.text());
+  const auto small_right = small_left ? Decimal::small_integer(right.text()) : std::nullopt;
+  if (small_left && small_right) return AttributeValue::number(plus ? *small_left + *small_right : *small_left - *small_right);
   auto a = Decimal::parse(left.text());
   if (!a) return std::move(a).error();
   auto b = Decimal::parse(right.text());

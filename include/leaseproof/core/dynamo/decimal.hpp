@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,12 @@ class Decimal {
   // Canonical text as DynamoDB returns it: plain notation, no exponent, no
   // leading or trailing zeros ("1.50" -> "1.5", "1e2" -> "100", "-0" -> "0").
   std::string to_string() const;
+
+  // The value of `text` when it is the canonical text of an integer of at
+  // most 18 digits ("0", or an optional '-' and digits without a leading
+  // zero), whose arithmetic fits int64 and needs no decimal parsing; else
+  // nullopt (any other number, or not a number).
+  static std::optional<int64_t> small_integer(std::string_view text);
 
   Result<Decimal> add(const Decimal& other) const;
   Result<Decimal> subtract(const Decimal& other) const;
