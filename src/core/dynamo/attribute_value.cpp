@@ -149,9 +149,8 @@ bool AttributeValue::is_set() const {
   return type_ == AttributeType::ss || type_ == AttributeType::ns || type_ == AttributeType::bs;
 }
 
-const std::string& AttributeValue::text() const {
-  LP_ASSERT(type_ == AttributeType::s || type_ == AttributeType::n || type_ == AttributeType::b);
-  return text_;
+void AttributeValue::text_of_wrong_type() const {
+  LP_UNREACHABLE("AttributeValue::text() of a {} value", type_descriptor(type_));
 }
 
 bool AttributeValue::as_bool() const {

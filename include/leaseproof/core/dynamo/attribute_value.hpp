@@ -139,8 +139,14 @@ class AttributeValue {
   bool is(AttributeType type) const { return type_ == type; }
   bool is_set() const;
 
-  // S, N and B text. Asserts the type.
-  const std::string& text() const;
+  // S, N and B text. Asserts the type. Inline: read for every key, size and
+  // comparison.
+  const std::string& text() const {
+    if (type_ != AttributeType::s && type_ != AttributeType::n && type_ != AttributeType::b) [[unlikely]] {
+      text_of_wrong_type();
+    }
+    return text_;
+  }
   bool as_bool() const;
   const Item& as_map() const;
   Item& as_map();
@@ -169,6 +175,7 @@ class AttributeValue {
   struct CompositeDeleter {
     void operator()(Composite* composite) const;
   };
+  [[noreturn]] void text_of_wrong_type() const;
   Composite& composite();
   const Composite* composite_or_null() const { return composite_.get(); }
 
