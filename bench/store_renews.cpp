@@ -1,0 +1,47 @@
+// A fixed number of conditional renews against the simulated DynamoDB, for
+// instruction counts (valgrind --tool=callgrind), which are deterministic
+// where wall time on a shared machine is not. scripts/count-instructions.sh
+// runs it twice and prints the instructions one renew costs:
+//   leaseproof_store_renews N    N renews of 500 leases, after creating them
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <leaseproof/base/assert.hpp>
+#include <leaseproof/core/lease/requests.hpp>
+#include <leaseproof/models/dynamo_store.hpp>
+#include <leaseproof/sim/clock.hpp>
+
+int main(int argc, char** argv) {
+  using namespace leaseproof;
+  char* end = nullptr;
+  const long renews = argc == 2 ? std::strtol(argv[1], &end, 10) : -1;
+  if (argc != 2 || end == argv[1] || *end != '\0' || renews < 0) {
+    std::fprintf(stderr, "usage: %s N (renews to run, an integer >= 0)\n", argv[0]);
+    return 2;
+  }
+  constexpr int kConnections = 500;
+  lease::LeaseConfig config;
+  config.table.name = "connections";
+  models::DynamoStore store{models::DynamoStoreOptions::faults_off(), 1};
+  Instant now = sim::kWallEpoch;
+  LP_ASSERT(store.apply(lease::create_table_request(config), now).ok());
+  std::vector<dynamo::Request> requests;
+  for (int i = 0; i < kConnections; ++i) {
+    const std::string connection = fmt::format("c{}", i);
+    LP_ASSERT(store.apply(lease::create_connection_request(config, connection, "wss://hub"), now).ok());
+    LP_ASSERT(store.apply(lease::acquire_request(config, connection, "worker-1", 1'767'225'600'000, {}), now).ok());
+    requests.push_back(lease::renew_request(config, connection, "worker-1", 1, 1'767'225'600'000 + i));
+  }
+  long applied = 0;
+  for (long i = 0; i < renews; ++i) {
+    now += Duration::from_us(1);
+    applied += store.apply(requests[static_cast<size_t>(i % kConnections)], now).ok() ? 1 : 0;
+  }
+  std::printf("%ld of %ld renews applied\n", applied, renews);
+  return applied == renews ? 0 : 1;
+}
