@@ -55,6 +55,38 @@ bool cacheable(std::string_view text) {
   return !contains_word(text, "between") && !contains_word(text, "attribute_type");
 }
 
+// The names, and the value placeholders with their types: with the texts,
+// what keys a cache entry (the values themselves are bound per request).
+void mix_placeholders(uint64_t& hash, const ExpressionAttributeNames& names, const ExpressionAttributeValues& values) {
+  for (const auto& [key, name] : names) {
+    mix(hash, key);
+    mix(hash, name);
+  }
+  for (const auto& [key, value] : values) {
+    mix(hash, key);
+    mix(hash, type_descriptor(value.type()));
+  }
+}
+
+using ValueTypes = std::vector<std::pair<std::string, AttributeType>>;  // placeholder, type
+
+ValueTypes value_types(const ExpressionAttributeValues& values) {
+  ValueTypes types;
+  types.reserve(values.size());
+  for (const auto& [key, value] : values) types.emplace_back(key, value.type());
+  return types;
+}
+
+bool same_value_types(const ValueTypes& kept, const ExpressionAttributeValues& values) {
+  if (kept.size() != values.size()) return false;
+  auto value = values.begin();
+  for (const auto& [placeholder, type] : kept) {
+    if (placeholder != value->first || type != value->second.type()) return false;
+    ++value;
+  }
+  return true;
+}
+
 // A value operand without a placeholder is a slot the plan does not use (the
 // operand of REMOVE): there is nothing to bind.
 void bind_operand(Operand& operand, const ExpressionAttributeValues& values) {
@@ -93,27 +125,13 @@ uint64_t ExpressionCache::key_hash(ExpressionKind kind, std::string_view text, c
   const char kind_byte = static_cast<char>(kind);
   mix(hash, std::string_view(&kind_byte, 1));
   mix(hash, text);
-  for (const auto& [key, name] : names) {
-    mix(hash, key);
-    mix(hash, name);
-  }
-  for (const auto& [key, value] : values) {
-    mix(hash, key);
-    mix(hash, type_descriptor(value.type()));
-  }
+  mix_placeholders(hash, names, values);
   return hash;
 }
 
 bool ExpressionCache::matches(const Entry& entry, ExpressionKind kind, std::string_view text,
                               const ExpressionAttributeNames& names, const ExpressionAttributeValues& values) {
-  if (entry.kind != kind || entry.text != text || entry.names != names) return false;
-  if (entry.values.size() != values.size()) return false;
-  auto value = values.begin();
-  for (const auto& [placeholder, type] : entry.values) {
-    if (placeholder != value->first || type != value->second.type()) return false;
-    ++value;
-  }
-  return true;
+  return entry.kind == kind && entry.text == text && entry.names == names && same_value_types(entry.values, values);
 }
 
 const ExpressionCache::Entry* ExpressionCache::find(ExpressionKind kind, std::string_view text,
@@ -178,7 +196,7 @@ void ExpressionContext::remember(ExpressionKind kind, std::string_view text, std
   entry.kind = kind;
   entry.text = std::string(text);
   entry.names = *names_;
-  for (const auto& [key, value] : *values_) entry.values.emplace_back(key, value.type());
+  entry.values = value_types(*values_);
   entry.condition = std::move(condition);
   entry.update = std::move(update);
   entry.used_names = names_used;
@@ -196,28 +214,15 @@ struct WriteShapeAccess {
     mix(hash, std::string_view(&flags, 1));
     if (update) mix(hash, *update);
     if (condition) mix(hash, *condition);
-    for (const auto& [key, name] : names) {
-      mix(hash, key);
-      mix(hash, name);
-    }
-    for (const auto& [key, value] : values) {
-      mix(hash, key);
-      mix(hash, type_descriptor(value.type()));
-    }
+    mix_placeholders(hash, names, values);
     return hash;
   }
 
   static bool matches(const ExpressionCache::WriteShape& shape, const std::optional<std::string>& update,
                       const std::optional<std::string>& condition, const ExpressionAttributeNames& names,
                       const ExpressionAttributeValues& values) {
-    if (shape.update != update || shape.condition != condition || shape.names != names) return false;
-    if (shape.values.size() != values.size()) return false;
-    auto value = values.begin();
-    for (const auto& [placeholder, type] : shape.values) {
-      if (placeholder != value->first || type != value->second.type()) return false;
-      ++value;
-    }
-    return true;
+    return shape.update == update && shape.condition == condition && shape.names == names &&
+           same_value_types(shape.values, values);
   }
 
   static const ExpressionCache::WriteShape* find(ExpressionCache& cache, uint64_t hash,
@@ -245,7 +250,7 @@ struct WriteShapeAccess {
     shape.update = update;
     shape.condition = condition;
     shape.names = names;
-    for (const auto& [key, value] : values) shape.values.emplace_back(key, value.type());
+    shape.values = value_types(values);
     if (prepared.update) shape.update_plan = prepared.update->plan;
     if (prepared.condition) shape.condition_tree = prepared.condition->tree;
     if (cache.write_count_ >= cache.capacity_) {
