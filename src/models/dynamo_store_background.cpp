@@ -78,7 +78,7 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     IndexState& index = table.indexes[i];
     const bool changed = cost != nullptr ? cost->changes_index(i)
-                                         : !store_detail::same_index_entry(index, old_item, record.current.get());
+                                         : !store_detail::index_entries(index, old_item, record.current.get()).same;
     if (!changed) continue;
     std::shared_ptr<const Item> new_entry = index_entry(index, record.current);
     auto& [last_due, pending_count] = index.pending[key];

@@ -229,15 +229,11 @@ Item pick_sorted(const Item& item, const std::vector<std::string>& sorted_names)
 // Whether an item appears in the index (GSIs are sparse: it needs every index
 // key attribute).
 bool indexed(const IndexState& index, const Item& item);
-// Whether the index entries of two versions of an item (nullptr: absent) are
-// equal, without building them.
-bool same_index_entry(const IndexState& index, const Item* a, const Item* b);
-// Size of an indexed item's entry, without building it.
-std::size_t index_entry_bytes(const IndexState& index, const Item& item);
 // What two versions of an item (nullptr: absent) show in one index, read in
 // one pass over both (items and projections are sorted by name): whether each
 // is in the (sparse) index, its index key values and entry size, and whether
-// the two entries are equal (as same_index_entry says).
+// the two entries are equal (the projected attributes, or the whole item
+// for ALL).
 struct IndexEntryPair {
   bool old_in = false;
   bool new_in = false;

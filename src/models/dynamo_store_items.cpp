@@ -33,7 +33,6 @@ namespace {
 
 using dynamo::Condition;
 using dynamo::ExpressionContext;
-using dynamo::ExpressionKind;
 using dynamo::ReturnValues;
 using store_detail::TableKey;
 using store_detail::WriteCost;

@@ -83,32 +83,6 @@ bool indexed(const IndexState& index, const Item& item) {
   return item.contains(index.hash.name) && (!index.range || item.contains(index.range->name));
 }
 
-bool same_index_entry(const IndexState& index, const Item* a, const Item* b) {
-  const bool in_a = a != nullptr && indexed(index, *a);
-  const bool in_b = b != nullptr && indexed(index, *b);
-  if (!in_a || !in_b) return in_a == in_b;
-  if (index.projected.empty()) return *a == *b;  // ALL: the entry is the item
-  for (const auto& name : index.projected) {
-    const auto found_a = a->find(name);
-    const auto found_b = b->find(name);
-    const bool has_a = found_a != a->end();
-    if (has_a != (found_b != b->end())) return false;
-    if (has_a && !(found_a->second == found_b->second)) return false;
-  }
-  return true;
-}
-
-std::size_t index_entry_bytes(const IndexState& index, const Item& item) {
-  if (index.projected.empty()) return dynamo::item_size_bytes(item);
-  std::size_t total = 0;
-  for (const auto& name : index.projected) {
-    if (const auto found = item.find(name); found != item.end()) {
-      total += name.size() + dynamo::attribute_size_bytes(found->second);
-    }
-  }
-  return total;
-}
-
 namespace {
 
 // The attribute `name` of an item being walked in name order from `at`:
