@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <iterator>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <leaseproof/core/dynamo/attribute_value.hpp>
@@ -24,6 +26,12 @@ std::vector<std::pair<std::string, AttributeValue>> contents(const Reference& ma
   return {map.begin(), map.end()};
 }
 
+std::size_t size_of(const Reference& map) {
+  std::size_t total = 0;
+  for (const auto& [name, value] : map) total += name.size() + attribute_size_bytes(value);
+  return total;
+}
+
 // Names from a small alphabet, so that operations often hit present names;
 // with prefixes, the empty name and bytes above 0x7f to exercise the order.
 rc::Gen<std::string> gen_name() {
@@ -38,8 +46,12 @@ RC_GTEST_PROP(DynamoItem, EveryOperationSequenceMatchesStdMap, ()) {
   const int steps = *rc::gen::inRange(0, 60);
   for (int step = 0; step < steps; ++step) {
     const std::string name = *gen_name();
-    const auto value = AttributeValue::number(*rc::gen::inRange<int64_t>(-5, 5));
-    switch (*rc::gen::inRange(0, 6)) {
+    // Numbers of 1 to 6 digits: a changed value often changes the item's size.
+    const auto value = AttributeValue::number(*rc::gen::inRange<int64_t>(-100'000, 100'000));
+    // The size is kept between calls (item_size_bytes): asked for between
+    // changes, it must still follow every one of them.
+    if (*rc::gen::arbitrary<bool>()) RC_ASSERT(item_size_bytes(std::as_const(item)) == size_of(reference));
+    switch (*rc::gen::inRange(0, 7)) {
       case 0: {
         const auto [it, inserted] = item.try_emplace(name, value);
         const auto [ref_it, ref_inserted] = reference.try_emplace(name, value);
@@ -72,10 +84,59 @@ RC_GTEST_PROP(DynamoItem, EveryOperationSequenceMatchesStdMap, ()) {
           }
         }
         break;
+      case 6:
+        // A change through a reference taken now (after the size was kept).
+        if (reference.contains(name)) {
+          item.at(name) = value;
+          reference.at(name) = value;
+        }
+        break;
     }
     RC_ASSERT(item.size() == reference.size());
   }
   RC_ASSERT(contents(item) == contents(reference));
+  RC_ASSERT(item_size_bytes(item) == size_of(reference));
+}
+
+// item_size_bytes keeps its answer while only const access happens; every
+// way in that can change a member forgets it.
+TEST(DynamoItem, ItsKeptSizeFollowsEveryChange) {
+  const auto fresh = [](const Item& item) {
+    std::size_t total = 0;
+    for (const auto& [name, value] : item) total += name.size() + attribute_size_bytes(value);
+    return total;
+  };
+  Item item{{"a", AttributeValue::string("1")}, {"b", AttributeValue::string("22")}};
+  const auto kept_then = [&](auto change) {
+    (void)item_size_bytes(item);
+    change();
+    EXPECT_EQ(item_size_bytes(item), fresh(item));
+  };
+  kept_then([&] { item.at("a") = AttributeValue::string("333"); });
+  kept_then([&] { item.find("b")->second = AttributeValue::string("4444"); });
+  kept_then([&] { item.begin()->second = AttributeValue::string("55555"); });
+  kept_then([&] { std::prev(item.end())->second = AttributeValue::string("666666"); });
+  kept_then([&] { item["c"] = AttributeValue::string("7"); });
+  kept_then([&] { item.try_emplace("d", AttributeValue::string("88")); });
+  kept_then([&] { item.insert_or_assign("d", AttributeValue::string("999")); });
+  kept_then([&] { item.append_sorted({"e", AttributeValue::string("x")}); });
+  kept_then([&] { item.erase("e"); });
+  kept_then([&] { item.erase(item.begin()); });
+  kept_then([&] { item.erase(item.begin(), std::next(item.begin())); });
+  kept_then([&] { item.clear(); });
+  EXPECT_EQ(item_size_bytes(item), 0u);
+
+  Item from{{"name", AttributeValue::string("value")}};
+  EXPECT_EQ(item_size_bytes(from), 9u);
+  Item to(std::move(from));
+  EXPECT_EQ(item_size_bytes(to), 9u);
+  EXPECT_EQ(item_size_bytes(from), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty
+  Item assigned;
+  assigned = std::move(to);
+  EXPECT_EQ(item_size_bytes(assigned), 9u);
+  EXPECT_EQ(item_size_bytes(to), 0u);  // NOLINT(bugprone-use-after-move)
+  const Item copy = assigned;
+  EXPECT_EQ(item_size_bytes(copy), 9u);
 }
 
 TEST(DynamoItem, ABraceListIsSortedAndKeepsTheFirstOfDuplicateNames) {

@@ -271,8 +271,14 @@ std::size_t attribute_size_bytes(const AttributeValue& value) {
 }
 
 std::size_t item_size_bytes(const Item& item) {
+#ifdef NDEBUG
+  if (item.size_bytes_ != Item::kSizeUnknown) return item.size_bytes_;
+#endif
   std::size_t total = 0;
   for (const auto& [name, value] : item) total += name.size() + attribute_size_bytes(value);
+  LP_ASSERT_MSG(item.size_bytes_ == Item::kSizeUnknown || item.size_bytes_ == total,
+                "stale cached item size {} (the members add up to {})", item.size_bytes_, total);
+  item.size_bytes_ = total;
   return total;
 }
 

@@ -263,7 +263,31 @@ void canonicalize_numbers(AttributeValue& value) {
   }
 }
 
+namespace {
+
+// False when canonicalize_numbers would leave `value` as it is (read only, so
+// an item already canonical keeps its cached size).
+bool may_change(const AttributeValue& value) {
+  switch (value.type()) {
+    case AttributeType::n: return !canonical_integer(value.text());
+    case AttributeType::ns: return true;
+    case AttributeType::m:
+      return std::any_of(value.as_map().begin(), value.as_map().end(),
+                         [](const auto& member) { return may_change(member.second); });
+    case AttributeType::l:
+      return std::any_of(value.as_list().begin(), value.as_list().end(),
+                         [](const AttributeValue& element) { return may_change(element); });
+    default: return false;
+  }
+}
+
+}  // namespace
+
 void canonicalize_numbers(Item& item) {
+  const Item& members = item;
+  if (std::none_of(members.begin(), members.end(), [](const auto& member) { return may_change(member.second); })) {
+    return;
+  }
   for (auto& [name, value] : item) canonicalize_numbers(value);
 }
 

@@ -63,9 +63,26 @@ class Item {
   Item() = default;
   // Sorted by name; of duplicate names the first wins, as with std::map.
   Item(std::initializer_list<value_type> members);
+  Item(const Item&) = default;
+  Item& operator=(const Item&) = default;
+  // A moved-from item is empty: it forgets its size.
+  Item(Item&& other) noexcept
+      : entries_(std::move(other.entries_)), size_bytes_(std::exchange(other.size_bytes_, kSizeUnknown)) {}
+  Item& operator=(Item&& other) noexcept {
+    entries_ = std::move(other.entries_);
+    size_bytes_ = std::exchange(other.size_bytes_, kSizeUnknown);
+    return *this;
+  }
 
-  iterator begin() { return entries_.begin(); }
-  iterator end() { return entries_.end(); }
+  // Non-const access may change the members: it forgets the cached size.
+  iterator begin() {
+    forget_size();
+    return entries_.begin();
+  }
+  iterator end() {
+    forget_size();
+    return entries_.end();
+  }
   const_iterator begin() const { return entries_.begin(); }
   const_iterator end() const { return entries_.end(); }
   const_iterator cbegin() const { return entries_.cbegin(); }
@@ -73,7 +90,10 @@ class Item {
 
   bool empty() const { return entries_.empty(); }
   size_type size() const { return entries_.size(); }
-  void clear() { entries_.clear(); }
+  void clear() {
+    forget_size();
+    entries_.clear();
+  }
   void reserve(size_type count) { entries_.reserve(count); }
 
   iterator find(std::string_view name);
@@ -109,12 +129,21 @@ class Item {
   bool operator==(const Item& other) const;
 
  private:
+  friend std::size_t item_size_bytes(const Item& item);
+  static constexpr std::size_t kSizeUnknown = static_cast<std::size_t>(-1);
+  void forget_size() { size_bytes_ = kSizeUnknown; }
+
   static bool name_less(const value_type& entry, std::string_view name);
   // First entry whose name is not less than `name`.
   iterator lower_bound(std::string_view name);
   const_iterator lower_bound(std::string_view name) const;
 
   container_type entries_;
+  // item_size_bytes, kept between calls while only const access happens (a
+  // store version is immutable and shared: its size is computed once). A
+  // member changed through a reference taken before the size was computed
+  // would leave it stale: Debug builds check every use against a fresh sum.
+  mutable std::size_t size_bytes_ = kSizeUnknown;
 };
 
 using AttributeList = std::vector<AttributeValue>;
@@ -205,6 +234,7 @@ inline Item::const_iterator Item::find(std::string_view name) const {
 }
 
 inline Item::iterator Item::find(std::string_view name) {
+  forget_size();
   const auto at = lower_bound(name);
   return at != entries_.end() && at->first == name ? at : entries_.end();
 }
@@ -230,6 +260,7 @@ AttributeValue& Item::operator[](K&& name) {
 
 template <AttributeName K, typename... Args>
 std::pair<Item::iterator, bool> Item::try_emplace(K&& name, Args&&... args) {
+  forget_size();
   const std::string_view wanted(name);
   const auto at = lower_bound(wanted);
   if (at != entries_.end() && at->first == wanted) return {at, false};
@@ -241,6 +272,7 @@ std::pair<Item::iterator, bool> Item::try_emplace(K&& name, Args&&... args) {
 
 template <AttributeName K, typename V>
 std::pair<Item::iterator, bool> Item::insert_or_assign(K&& name, V&& value) {
+  forget_size();
   const std::string_view wanted(name);
   const auto at = lower_bound(wanted);
   if (at != entries_.end() && at->first == wanted) {
@@ -262,12 +294,19 @@ inline void Item::append_sorted(const value_type& member) {
   if (!entries_.empty() && lex_compare(entries_.back().first, member.first) >= 0) {
     throw std::invalid_argument("Item::append_sorted: member out of order");
   }
+  forget_size();
   entries_.push_back(member);
 }
 
-inline Item::iterator Item::erase(const_iterator position) { return entries_.erase(position); }
+inline Item::iterator Item::erase(const_iterator position) {
+  forget_size();
+  return entries_.erase(position);
+}
 
-inline Item::iterator Item::erase(const_iterator first, const_iterator last) { return entries_.erase(first, last); }
+inline Item::iterator Item::erase(const_iterator first, const_iterator last) {
+  forget_size();
+  return entries_.erase(first, last);
+}
 
 inline bool Item::operator==(const Item& other) const { return entries_ == other.entries_; }
 
