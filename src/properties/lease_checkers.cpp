@@ -101,11 +101,22 @@ std::string RecoveryBound::formula() const {
 }
 
 LeaseCheckers::LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
-    : ownership_(names), recovery_(std::move(names), std::move(bounds)) {}
+    : tracker_(names), ownership_(names, tracker_), recovery_(std::move(names), std::move(bounds), tracker_) {}
 
+// What each checker's observe() does with its own tracker, with one tracker
+// applied once.
 void LeaseCheckers::observe(const sim::TraceEvent& event) {
-  ownership_.observe(event);
-  recovery_.observe(event);
+  if (tracker_.begins_new_instant(event)) settle();
+  ownership_.before_apply(event);
+  tracker_.apply(event);
+  ownership_.after_apply(event);  // takes the tracker's errors: it reports them
+  recovery_.after_apply(event);
+}
+
+void LeaseCheckers::settle() {
+  ownership_.settle(tracker_.now());
+  recovery_.settle(tracker_.now());
+  tracker_.clear_touched();
 }
 
 void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string label) {
@@ -115,11 +126,13 @@ void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string lab
 void LeaseCheckers::finish(Instant end) {
   ownership_.finish(end);
   recovery_.finish(end);
+  tracker_.clear_touched();
 }
 
 void LeaseCheckers::check_liveness(Instant healed_at, Duration bound, Instant end) {
   ownership_.finish(end);
   recovery_.check_liveness(healed_at, bound, end);
+  tracker_.clear_touched();
 }
 
 std::vector<std::string> LeaseCheckers::violations() const {

@@ -24,12 +24,16 @@ bool is_tracked_request(std::string_view kind) {
 
 }  // namespace
 
-OwnershipChecker::OwnershipChecker(NodeNamer names) : names_(names), tracker_(std::move(names)) {}
+OwnershipChecker::OwnershipChecker(NodeNamer names)
+    : names_(names), own_tracker_(std::make_unique<ActingTracker>(std::move(names))), tracker_(own_tracker_.get()) {}
+
+OwnershipChecker::OwnershipChecker(NodeNamer names, ActingTracker& shared)
+    : names_(std::move(names)), tracker_(&shared) {}
 
 std::string OwnershipChecker::name(WorkerIdentity worker) const { return text::worker_name(names_, worker); }
 
 OwnershipChecker::Reading OwnershipChecker::reading_of(NodeId node) const {
-  const ActingTracker::NodeView view = tracker_.node(node);
+  const ActingTracker::NodeView view = tracker_->node(node);
   return Reading{view.read_at, view.wall, view.monotonic};
 }
 
@@ -39,14 +43,26 @@ void OwnershipChecker::violation(std::string text) {
 }
 
 void OwnershipChecker::observe(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(own_tracker_ != nullptr, "a shared tracker is fed by LeaseCheckers");
+  if (tracker_->begins_new_instant(event)) {
+    settle(tracker_->now());
+    tracker_->clear_touched();
+  }
+  before_apply(event);
+  tracker_->apply(event);
+  after_apply(event);
+}
+
+void OwnershipChecker::before_apply(const sim::TraceEvent& event) {
   LP_ASSERT_MSG(!finished_, "event at {} observed after finish", event.true_time);
-  if (tracker_.begins_new_instant(event)) settle(tracker_.now());
   if ((event.kind == EventKind::crash || event.kind == EventKind::exit) && event.node.valid()) {
     // The kernel closes a dead process's sockets: the hub sees its sessions end.
-    drop_hub_sessions(name(tracker_.identity_of(event.node)));
+    drop_hub_sessions(name(tracker_->identity_of(event.node)));
   }
-  tracker_.apply(event);
-  for (std::string& error : tracker_.take_errors()) violation("trace contract: " + error);
+}
+
+void OwnershipChecker::after_apply(const sim::TraceEvent& event) {
+  for (std::string& error : tracker_->take_errors()) violation("trace contract: " + error);
   if (event.kind != EventKind::note) return;
   if (event.label == "lease.request") {
     on_request(event);
@@ -60,8 +76,9 @@ void OwnershipChecker::observe(const sim::TraceEvent& event) {
 void OwnershipChecker::finish(Instant end) {
   if (finished_) return;
   finished_ = true;
-  LP_ASSERT_GE(end, tracker_.now());
-  settle(tracker_.now());
+  LP_ASSERT_GE(end, tracker_->now());
+  settle(tracker_->now());
+  if (own_tracker_) tracker_->clear_touched();
   // An overlap that began at the very end has no length: not a violation.
   for (const auto& [connection, ongoing] : overlaps_) {
     for (const auto& [pair, start] : ongoing) {
@@ -75,13 +92,13 @@ void OwnershipChecker::finish(Instant end) {
 }
 
 void OwnershipChecker::settle(Instant at) {
-  for (const std::string& connection : tracker_.take_touched()) settle_acting(connection, at);
+  for (const std::string& connection : tracker_->touched()) settle_acting(connection, at);
   for (const std::string& connection : std::exchange(hub_touched_, {})) settle_hub(connection, at);
 }
 
 void OwnershipChecker::settle_acting(const std::string& connection, Instant at) {
   ++overlaps_checked_;
-  const std::vector<WorkerIdentity> acting = tracker_.acting(connection);
+  const std::vector<WorkerIdentity> acting = tracker_->acting(connection);
   std::set<Pair> current;
   for (size_t i = 0; i < acting.size(); ++i) {
     for (size_t j = i + 1; j < acting.size(); ++j) current.emplace(acting[i], acting[j]);
@@ -97,8 +114,8 @@ void OwnershipChecker::settle_acting(const std::string& connection, Instant at) 
   }
   for (const Pair& pair : current) {
     if (ongoing.contains(pair)) continue;
-    const ActingTracker::Session* first = tracker_.session(connection, pair.first);
-    const ActingTracker::Session* second = tracker_.session(connection, pair.second);
+    const ActingTracker::Session* first = tracker_->session(connection, pair.first);
+    const ActingTracker::Session* second = tracker_->session(connection, pair.second);
     LP_ASSERT(first != nullptr && second != nullptr);
     ongoing.emplace(pair, OverlapStart{at, reading_of(pair.first.node), reading_of(pair.second.node), *first,
                                        *second});
@@ -131,7 +148,7 @@ void OwnershipChecker::on_request(const sim::TraceEvent& event) {
     return;
   }
   requests_[static_cast<uint64_t>(event.value)] =
-      Request{tracker_.identity_of(event.node), std::string(words[0]), std::string(words[1]), *epoch};
+      Request{tracker_->identity_of(event.node), std::string(words[0]), std::string(words[1]), *epoch};
 }
 
 void OwnershipChecker::on_dynamodb(const sim::TraceEvent& event) {

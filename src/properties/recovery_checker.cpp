@@ -36,7 +36,13 @@ bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != G
 }  // namespace
 
 RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
-    : names_(names), bounds_(std::move(bounds)), tracker_(std::move(names)) {}
+    : names_(names),
+      bounds_(std::move(bounds)),
+      own_tracker_(std::make_unique<ActingTracker>(std::move(names))),
+      tracker_(own_tracker_.get()) {}
+
+RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds, ActingTracker& shared)
+    : names_(std::move(names)), bounds_(std::move(bounds)), tracker_(&shared) {}
 
 std::string RecoveryChecker::name(NodeId node) const { return text::node_name(names_, node); }
 
@@ -46,10 +52,19 @@ void RecoveryChecker::violation(std::string text) {
 }
 
 void RecoveryChecker::observe(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(own_tracker_ != nullptr, "a shared tracker is fed by LeaseCheckers");
   LP_ASSERT_MSG(!finished_at_, "event at {} observed after finish", event.true_time);
-  if (tracker_.begins_new_instant(event)) settle(tracker_.now());
-  tracker_.apply(event);
-  tracker_.take_errors();  // the ownership checker reports trace-contract breaks
+  if (tracker_->begins_new_instant(event)) {
+    settle(tracker_->now());
+    tracker_->clear_touched();
+  }
+  tracker_->apply(event);
+  tracker_->take_errors();  // the ownership checker reports trace-contract breaks
+  after_apply(event);
+}
+
+void RecoveryChecker::after_apply(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(!finished_at_, "event at {} observed after finish", event.true_time);
   if (event.kind == EventKind::note) {
     if (event.label == "control.started" || event.label == "control.stopped") on_control(event);
   } else {
@@ -75,17 +90,26 @@ void RecoveryChecker::on_control(const sim::TraceEvent& event) {
 }
 
 void RecoveryChecker::settle(Instant at) {
-  std::set<std::string> touched = tracker_.take_touched();
-  touched.merge(touched_);
+  // Both sets, in one ascending walk, each connection once.
+  const std::set<std::string>& acting = tracker_->touched();
+  auto a = acting.begin();
+  auto c = touched_.begin();
+  while (a != acting.end() || c != touched_.end()) {
+    if (c == touched_.end() || (a != acting.end() && *a < *c)) {
+      settle_connection(*a++, at);
+    } else {
+      if (a != acting.end() && *a == *c) ++a;
+      settle_connection(*c++, at);
+    }
+  }
   touched_.clear();
-  for (const std::string& connection : touched) settle_connection(connection, at);
 }
 
 void RecoveryChecker::settle_connection(const std::string& connection, Instant at) {
   const auto found = connections_.find(connection);
   if (found == connections_.end() || !found->second.started) return;
   ConnectionView& view = found->second;
-  if (!tracker_.acting(connection).empty()) {
+  if (!tracker_->acting(connection).empty()) {
     view.owned_since_started = true;
     if (view.open_gap) {
       view.open_gap->ended = at;
@@ -98,7 +122,7 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
   OwnerlessGap gap;
   gap.connection = connection;
   gap.began = at;
-  const std::optional<ActingTracker::Stop> stop = tracker_.last_stop(connection);
+  const std::optional<ActingTracker::Stop> stop = tracker_->last_stop(connection);
   if (view.owned_since_started && stop) {
     gap.cause = stop->cause;
     gap.last_owner = stop->worker;
@@ -221,8 +245,9 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
 
 void RecoveryChecker::finish(Instant end) {
   if (finished_at_) return;
-  LP_ASSERT_GE(end, tracker_.now());
-  settle(tracker_.now());
+  LP_ASSERT_GE(end, tracker_->now());
+  settle(tracker_->now());
+  if (own_tracker_) tracker_->clear_touched();
   finished_at_ = end;
   for (const auto& [key, window] : open_windows_) {
     const auto [kind, node, peer] = key;

@@ -137,8 +137,9 @@ std::vector<std::string> run_ownership(const TraceBuilder& trace, Instant end, O
   OwnershipChecker checker(namer());
   trace.feed(checker);
   checker.finish(end);
-  if (out != nullptr) *out = checker;
-  return checker.violations();
+  std::vector<std::string> violations = checker.violations();
+  if (out != nullptr) *out = std::move(checker);
+  return violations;
 }
 
 // ---- single ownership: acting overlaps ----

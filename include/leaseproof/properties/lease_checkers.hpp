@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -91,6 +92,10 @@ class ActingTracker {
   Instant now() const { return now_; }
   // Connections whose acting may have changed since the last call, by name.
   std::set<std::string> take_touched();
+  // The same without taking them, for several readers (LeaseCheckers): read
+  // touched() from each, then clear_touched() once.
+  const std::set<std::string>& touched() const { return touched_; }
+  void clear_touched() { touched_.clear(); }
   // Trace-contract breaks (malformed details, a close without an open).
   std::vector<std::string> take_errors();
 
@@ -146,7 +151,7 @@ class OwnershipChecker {
   uint64_t violation_count() const { return violation_count_; }
 
   // Coverage: a checker that passes because nothing happened shows zeros here.
-  uint64_t acting_intervals() const { return tracker_.acting_intervals(); }
+  uint64_t acting_intervals() const { return tracker_->acting_intervals(); }
   uint64_t writes_checked() const { return writes_checked_; }
   uint64_t overlaps_checked() const { return overlaps_checked_; }
   // DynamoDB notes whose message id matched no lease.request (value 0 included).
@@ -199,6 +204,14 @@ class OwnershipChecker {
     std::optional<Instant> overlap_since;
   };
 
+  friend class LeaseCheckers;
+  // Reads a tracker that LeaseCheckers feeds (one for both checkers).
+  OwnershipChecker(NodeNamer names, ActingTracker& shared);
+  // observe() is: settle at a new instant, before_apply, the tracker's
+  // apply, after_apply.
+  void before_apply(const sim::TraceEvent& event);
+  void after_apply(const sim::TraceEvent& event);
+  // Settles the tracker's touched connections (read, not taken) and the hub's.
   void settle(Instant at);
   void settle_acting(const std::string& connection, Instant at);
   void settle_hub(const std::string& connection, Instant at);
@@ -214,7 +227,8 @@ class OwnershipChecker {
   Reading reading_of(NodeId node) const;
 
   NodeNamer names_;
-  ActingTracker tracker_;
+  std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
+  ActingTracker* tracker_;
   std::map<std::string, std::map<Pair, OverlapStart>> overlaps_;
   std::map<uint64_t, Request> requests_;  // by DynamoDB request message id
   std::map<std::string, DynamoView> dynamo_;
@@ -331,6 +345,13 @@ class RecoveryChecker {
   // (kind, node, peer) of a window that is still open.
   using WindowKey = std::tuple<sim::EventKind, NodeId, NodeId>;
 
+  friend class LeaseCheckers;
+  // Reads a tracker that LeaseCheckers feeds (one for both checkers).
+  RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds, ActingTracker& shared);
+  // observe() is: settle at a new instant, the tracker's apply, after_apply.
+  void after_apply(const sim::TraceEvent& event);
+  // Settles the tracker's touched connections (read, not taken) and this
+  // checker's own.
   void settle(Instant at);
   void settle_connection(const std::string& connection, Instant at);
   void on_control(const sim::TraceEvent& event);
@@ -345,7 +366,8 @@ class RecoveryChecker {
 
   NodeNamer names_;
   std::map<GapCause, RecoveryBound> bounds_;
-  ActingTracker tracker_;
+  std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
+  ActingTracker* tracker_;
   std::map<std::string, ConnectionView> connections_;
   std::set<std::string> touched_;
   std::vector<OwnerlessGap> gaps_;
@@ -359,10 +381,15 @@ class RecoveryChecker {
   std::optional<Instant> finished_at_;
 };
 
-// Both checkers fed from one observer, for a run's output.
+// Both checkers fed from one observer, for a run's output. They read one
+// ActingTracker, which this feeds once an event (each checker alone keeps its
+// own).
 class LeaseCheckers {
  public:
   LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> bounds);
+  // The checkers point at tracker_: not copied, not moved.
+  LeaseCheckers(const LeaseCheckers&) = delete;
+  LeaseCheckers& operator=(const LeaseCheckers&) = delete;
 
   void observe(const sim::TraceEvent& event);
   void add_fault_window(Instant start, Instant end, std::string label);
@@ -381,6 +408,10 @@ class LeaseCheckers {
   std::string summary() const;
 
  private:
+  // Settles both checkers at the tracker's instant, then clears its touched set.
+  void settle();
+
+  ActingTracker tracker_;
   OwnershipChecker ownership_;
   RecoveryChecker recovery_;
   std::string reproduce_;
