@@ -35,7 +35,12 @@ NodeClock::NodeClock(ClockModel model) : model_(std::move(model)) {
 }
 
 Duration NodeClock::drift(Instant true_now) const {
-  return Duration::from_ns(floor_div(static_cast<int128>(true_now.ns()) * model_.drift_ppm, kPpm));
+  if (!drift_known_ || true_now != drift_at_) {
+    drift_ = Duration::from_ns(floor_div(static_cast<int128>(true_now.ns()) * model_.drift_ppm, kPpm));
+    drift_at_ = true_now;
+    drift_known_ = true;
+  }
+  return drift_;
 }
 
 Duration NodeClock::steps_until(Instant true_now) const {

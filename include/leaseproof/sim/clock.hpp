@@ -52,6 +52,11 @@ class NodeClock {
  private:
   Duration drift(Instant true_now) const;
   ClockModel model_;
+  // The last drift() computed: a node reads both clocks, often several times,
+  // at one instant, and each reading divides. One World, one thread.
+  mutable bool drift_known_ = false;
+  mutable Instant drift_at_;
+  mutable Duration drift_ = Duration::zero();
 };
 
 }  // namespace leaseproof::sim
