@@ -81,55 +81,54 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
                                          : !store_detail::index_entries(index, old_item, record.current.get()).same;
     if (!changed) continue;
     std::shared_ptr<const Item> new_entry = index_entry(index, record.current);
-    auto& [last_due, pending_count] = index.pending[key];
+    const auto item = index.items.try_emplace(key).first;
     Instant due = now + options.gsi_lag.sample(prng);
-    if (pending_count > 0) due = std::max(due, last_due);
-    last_due = due;
-    ++pending_count;
-    gsi_changes.emplace(EventKey{due, next_sequence++}, GsiChange{table.name, i, key, std::move(new_entry)});
+    if (item->second.pending > 0) due = std::max(due, item->second.last_due);
+    item->second.last_due = due;
+    ++item->second.pending;
+    gsi_changes.emplace(EventKey{due, next_sequence++}, GsiChange{&index, item, std::move(new_entry)});
   }
   if (record.current) schedule_ttl(table, key, *record.current, now);
 }
 
 void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
-  TableState& table = tables.find(change.table)->second;
-  IndexState& index = table.indexes[change.index];
-  const auto position = index.positions.find(change.key);
-  if (change.entry && position != index.positions.end()) {
+  IndexState& index = *change.index;
+  store_detail::IndexItem& item = change.item->second;
+  if (change.entry && item.position) {
     // Most changes keep the entry where it is (a renew rewrites projected
     // attributes, not the index key): replace it in place.
     // Same values, as written (structurally equal, not merely equal keys:
     // 1 and 1.0 are one key, but the entry keeps the text it was given).
-    const auto& [old_hash, old_key] = position->second;
-    const bool same_range = index.range ? change.entry->at(index.range->name) == old_key.range : true;
-    if (same_range && change.entry->at(index.hash.name) == old_hash) {
-      index.entries.find(old_hash)->second.find(old_key)->second = std::move(change.entry);
-      settle_gsi_change(index, change.key);
+    const store_detail::IndexPosition& at = *item.position;
+    const bool same_range = index.range ? change.entry->at(index.range->name) == at.key.range : true;
+    if (same_range && change.entry->at(index.hash.name) == at.hash) {
+      *at.entry = std::move(change.entry);
+      settle_gsi_change(index, change.item);
       return;
     }
   }
-  if (position != index.positions.end()) {
-    const auto partition = index.entries.find(position->second.first);
+  if (item.position) {
+    const auto partition = index.entries.find(item.position->hash);
     LP_ASSERT(partition != index.entries.end());
-    partition->second.erase(position->second.second);
+    partition->second.erase(item.position->key);
     if (partition->second.empty()) index.entries.erase(partition);
-    index.positions.erase(position);
+    item.position.reset();
   }
   if (change.entry) {
     // Copies of the keys: the entry itself moves into the index.
     AttributeValue hash = change.entry->at(index.hash.name);
-    IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.key};
-    index.entries[hash][entry_key] = std::move(change.entry);
-    index.positions.emplace(change.key, std::make_pair(std::move(hash), std::move(entry_key)));
+    IndexEntryKey entry_key{index.range ? change.entry->at(index.range->name) : AttributeValue{}, change.item->first};
+    std::shared_ptr<const Item>& slot = index.entries[hash][entry_key];
+    slot = std::move(change.entry);
+    item.position = store_detail::IndexPosition{std::move(hash), std::move(entry_key), &slot};
   }
-  settle_gsi_change(index, change.key);
+  settle_gsi_change(index, change.item);
 }
 
 // One fewer change of the item is pending in the index.
-void DynamoStore::State::settle_gsi_change(store_detail::IndexState& index, const store_detail::TableKey& key) {
-  const auto pending = index.pending.find(key);
-  LP_ASSERT(pending != index.pending.end());
-  if (--pending->second.second == 0) index.pending.erase(pending);
+void DynamoStore::State::settle_gsi_change(IndexState& index, store_detail::IndexItems::iterator item) {
+  LP_ASSERT_GT(item->second.pending, 0);
+  if (--item->second.pending == 0 && !item->second.position) index.items.erase(item);
 }
 
 void DynamoStore::State::schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now) {

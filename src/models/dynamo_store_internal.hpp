@@ -121,7 +121,32 @@ struct KeyAttribute {
   dynamo::AttributeType type = dynamo::AttributeType::s;
 };
 
+// Where a table item's entry sits in its index: the entry's keys and its slot
+// (std::map nodes do not move, so the slot stays valid until it is erased).
+struct IndexPosition {
+  AttributeValue hash;
+  IndexEntryKey key;
+  std::shared_ptr<const Item>* entry = nullptr;
+};
+
+// One table item's place in an index: where its entry sits (none while the
+// item is not in the index), and its changes still on their way (the lag),
+// so that one item's changes become visible in order. Kept while either is.
+struct IndexItem {
+  std::optional<IndexPosition> position;
+  Instant last_due;     // due time of its last scheduled change
+  int64_t pending = 0;  // changes scheduled and not applied yet
+};
+using IndexItems = std::map<TableKey, IndexItem, TableKeyLess>;
+
 struct IndexState {
+  IndexState() = default;
+  // Positions point into `entries`: moved, never copied.
+  IndexState(const IndexState&) = delete;
+  IndexState& operator=(const IndexState&) = delete;
+  IndexState(IndexState&&) = default;
+  IndexState& operator=(IndexState&&) = default;
+
   dynamo::GlobalSecondaryIndex definition;
   KeyAttribute hash;
   std::optional<KeyAttribute> range;
@@ -129,11 +154,8 @@ struct IndexState {
   // item the entry shows, shared with the table (and with later entries of
   // unchanged versions): the projection is applied when a query reads it.
   std::map<AttributeValue, std::map<IndexEntryKey, std::shared_ptr<const Item>, IndexEntryKeyLess>, KeyLess> entries;
-  // Where each table item currently sits in `entries`.
-  std::map<TableKey, std::pair<AttributeValue, IndexEntryKey>, TableKeyLess> positions;
-  // Per table item: due time of its last scheduled change and how many are
-  // pending, so that one item's changes become visible in order.
-  std::map<TableKey, std::pair<Instant, int64_t>, TableKeyLess> pending;
+  // Per table item in the index or with a change pending.
+  IndexItems items;
   std::vector<Throughput> partitions;
   std::optional<Throughput> provisioned;
   // KEYS_ONLY and INCLUDE: the attributes an entry keeps (table key, index
@@ -183,10 +205,11 @@ struct WriteCost {
   }
 };
 
+// Indexes are made with their table and tables are never dropped, and an
+// index item with a change pending is never erased: both stay valid.
 struct GsiChange {
-  std::string table;
-  std::size_t index = 0;
-  TableKey key;
+  IndexState* index = nullptr;
+  IndexItems::iterator item;
   std::shared_ptr<const Item> entry;  // the version the entry shows; null: remove the item from the index
 };
 struct TtlCheck {
@@ -354,7 +377,7 @@ struct DynamoStore::State {
   // or null when the item is not in the (sparse) index.
   std::shared_ptr<const Item> index_entry(const IndexState& index, const std::shared_ptr<const Item>& item) const;
   void apply_gsi_change(store_detail::GsiChange&& change);
-  void settle_gsi_change(store_detail::IndexState& index, const store_detail::TableKey& key);
+  void settle_gsi_change(store_detail::IndexState& index, store_detail::IndexItems::iterator item);
   void schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now);
   void run_ttl_check(const store_detail::TtlCheck& check, Instant now);
   Instant advance(Instant now);
