@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <deque>
 #include <string>
@@ -551,6 +552,123 @@ TEST(LeaseCheckers, ViolationsCarryTheReproduceCommand) {
   EXPECT_THAT(violations[1], AllOf(HasSubstr("recovery"), HasSubstr("reproduce: leaseproof run --seed 7")));
   EXPECT_EQ(checkers.violation_count(), 2u);
   EXPECT_THAT(checkers.summary(), AllOf(HasSubstr("single ownership: 1 violations"), HasSubstr("recovery: 1 violations")));
+}
+
+// LeaseCheckers feeds one ActingTracker to both checkers; each checker alone
+// keeps its own. On any trace both ways must decide the same, to the letter.
+// Traces: three workers that start, crash, exit, pause and resume, open and
+// close leases on two connections, write to DynamoDB (some writes stale), the
+// control plane starting and stopping the connections, the hub's sessions,
+// partitions; several events often share an instant.
+RC_GTEST_PROP(LeaseCheckers, DecideAsTheTwoCheckersDoAlone, ()) {
+  enum class State { down, running, paused };
+  const std::vector<NodeId> workers = {kW1, kW2, kW3};
+  const std::vector<std::string> connections = {"c1", "c2"};
+  // All running and both connections STARTED from the first instant, so that
+  // most traces own, lose and take over leases.
+  std::vector<State> state(workers.size(), State::running);
+  std::vector<uint64_t> incarnation(workers.size(), 1);
+  TraceBuilder trace = workers_started();
+  trace.started("c1").started("c2");
+  Duration now = Duration::zero();
+  int64_t message = 0;
+  const int steps = *rc::gen::inRange(1, 120);
+  for (int step = 0; step < steps; ++step) {
+    now += Duration::from_ms(*rc::gen::element<int64_t>(0, 0, 1, 200, 1'000, 3'000, 25'000));
+    trace.at(now);
+    const size_t w = *rc::gen::inRange<size_t>(0, workers.size());
+    const NodeId worker = workers[w];
+    const std::string& connection = *rc::gen::elementOf(connections);
+    const uint64_t epoch = *rc::gen::inRange<uint64_t>(1, 4);
+    switch (*rc::gen::inRange(0, 12)) {
+      case 0:
+        if (state[w] != State::down) break;
+        ++incarnation[w];
+        if (incarnation[w] == 1) {
+          trace.start(worker);
+        } else {
+          trace.restart(worker, incarnation[w]);
+        }
+        state[w] = State::running;
+        break;
+      case 1:
+        if (state[w] == State::down) break;
+        trace.crash(worker);
+        state[w] = State::down;
+        break;
+      case 2:
+        if (state[w] != State::running) break;
+        trace.exit(worker);
+        state[w] = State::down;
+        break;
+      case 3:
+        if (state[w] == State::running) {
+          trace.pause(worker);
+          state[w] = State::paused;
+        } else if (state[w] == State::paused) {
+          trace.resume(worker);
+          state[w] = State::running;
+        }
+        break;
+      case 4:
+      case 5:
+        if (state[w] == State::running) trace.open(worker, connection, epoch);
+        break;
+      case 6:
+        if (state[w] == State::running) {
+          trace.close(worker, connection, epoch, *rc::gen::element<std::string>("released", "lost", "deadline"));
+        }
+        break;
+      case 7:
+        if (state[w] != State::running) break;
+        trace.request(worker, *rc::gen::element<std::string>("acquire", "renew", "checkpoint", "release"),
+                      connection, epoch, ++message);
+        trace.applied(message, *rc::gen::element<std::string>("ok", "ConditionalCheckFailed"));
+        break;
+      case 8:
+        if (*rc::gen::arbitrary<bool>()) {
+          trace.started(connection);
+        } else {
+          trace.stopped(connection);
+        }
+        break;
+      case 9:
+        if (*rc::gen::arbitrary<bool>()) {
+          trace.hub_open(connection, kNames[worker.value] + "#" + std::to_string(incarnation[w]));
+        } else {
+          trace.hub_close(connection, kNames[worker.value] + "#" + std::to_string(incarnation[w]));
+        }
+        break;
+      case 10: trace.partition(worker, kDynamo, *rc::gen::arbitrary<bool>()); break;
+      case 11: trace.fault(worker, "lease.renew.skip"); break;
+    }
+  }
+  const Instant end = Instant::zero() + now + 1_s;
+
+  LeaseCheckers together(namer(), bounds());
+  trace.feed(together);
+  together.finish(end);
+  OwnershipChecker ownership(namer());
+  trace.feed(ownership);
+  ownership.finish(end);
+  RecoveryChecker recovery(namer(), bounds());
+  trace.feed(recovery);
+  recovery.finish(end);
+
+  RC_ASSERT(together.ownership().violations() == ownership.violations());
+  RC_ASSERT(together.ownership().violation_count() == ownership.violation_count());
+  RC_ASSERT(together.ownership().acting_intervals() == ownership.acting_intervals());
+  RC_ASSERT(together.ownership().writes_checked() == ownership.writes_checked());
+  RC_ASSERT(together.ownership().overlaps_checked() == ownership.overlaps_checked());
+  RC_ASSERT(together.ownership().summary() == ownership.summary());
+  RC_ASSERT(together.recovery().violations() == recovery.violations());
+  RC_ASSERT(together.recovery().excused() == recovery.excused());
+  RC_ASSERT(together.recovery().gaps().size() == recovery.gaps().size());
+  RC_ASSERT(together.recovery().summary() == recovery.summary());
+  // Not vacuous: the traces make the checkers work.
+  RC_TAG(ownership.acting_intervals() > 0 ? "acting" : "no acting");
+  RC_TAG(ownership.violation_count() > 0 ? "ownership violations" : "no ownership violation");
+  RC_TAG(recovery.gaps().empty() ? "no gaps" : "gaps");
 }
 
 }  // namespace
