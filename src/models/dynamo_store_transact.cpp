@@ -2,6 +2,7 @@
 // on its own, unprocessed under throttling) and TransactWriteItems (all or
 // nothing, idempotent by ClientRequestToken for 10 minutes, double cost).
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -354,15 +355,22 @@ DynamoError idempotent_mismatch() {
 Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::TransactWriteItemsRequest& request,
                                                                   Instant now) {
   LP_STORE_TRY(actions, prepare_transaction(*this, request));
-  std::set<std::string> touched;
-  for (const auto& action : actions) touched.insert(action.table->name);
-  for (const auto& name : touched) ++account(name).transact_write_items;
+  // The tables the actions touch, each once, in name order (as a set of
+  // names would hold them): a transaction touches one or two.
+  std::vector<const std::string*> touched;
+  for (const auto& action : actions) {
+    const std::string& name = action.table->name;
+    const auto at = std::lower_bound(touched.begin(), touched.end(), &name,
+                                     [](const std::string* a, const std::string* b) { return *a < *b; });
+    if (at == touched.end() || **at != name) touched.insert(at, &name);
+  }
+  for (const std::string* name : touched) ++account(*name).transact_write_items;
   if (request.client_request_token) {
     const auto token = tokens.find(*request.client_request_token);
     if (token != tokens.end() && now < token->second.at + store_detail::idempotency_window) {
       if (token->second.payload != store_detail::fingerprint(request.transact_items)) return idempotent_mismatch();
       // A retry of a transaction that succeeded: success, nothing applied again.
-      for (const auto& name : touched) ++account(name).idempotent_replays;
+      for (const std::string* name : touched) ++account(*name).idempotent_replays;
       return dynamo::Response{dynamo::TransactWriteItemsResponse{}};
     }
   }
@@ -371,17 +379,24 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
   // committed (the actions' items are distinct), and is not used after.
   std::vector<const Item*> old_items;
   std::vector<std::optional<Item>> new_items;
+  old_items.reserve(actions.size());
+  new_items.reserve(actions.size());
+  // One per action, made only once an action fails: "None" for the others.
   std::vector<CancellationReason> reasons;
-  bool cancelled = false;
+  const auto fail = [&](std::size_t i, CancellationReason reason) {
+    if (reasons.empty()) reasons.assign(actions.size(), CancellationReason{"None", std::nullopt, std::nullopt});
+    reasons[i] = std::move(reason);
+  };
   static const Item no_item;
-  for (const auto& action : actions) {
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const PreparedAction& action = actions[i];
     old_items.push_back(latest(*action.table, action.key));
     const Item* old_item = old_items.back();
-    CancellationReason reason{"None", std::nullopt, std::nullopt};
     std::optional<Item> next;
     if (action.condition && !dynamo::evaluate(*action.condition, old_item != nullptr ? *old_item : no_item)) {
-      reason = CancellationReason{"ConditionalCheckFailed", "The conditional request failed", std::nullopt};
+      CancellationReason reason{"ConditionalCheckFailed", "The conditional request failed", std::nullopt};
       if (action.on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old) reason.item = copy_of(old_item);
+      fail(i, std::move(reason));
       ++account(action.table->name).conditional_check_failures;
     } else if (action.kind == ActionKind::put) {
       next = action.put_item;
@@ -390,25 +405,24 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
       if (updated) {
         next = std::move(updated).value();
       } else {
-        reason = CancellationReason{"ValidationError", updated.error().message, std::nullopt};
+        fail(i, CancellationReason{"ValidationError", updated.error().message, std::nullopt});
       }
     }
     // A ConditionCheck changes nothing: only its cost matters.
-    cancelled = cancelled || reason.code != "None";
-    reasons.push_back(std::move(reason));
     new_items.push_back(std::move(next));
   }
-  if (cancelled) {
+  if (!reasons.empty()) {
     // Assumed: a cancelled transaction still consumes its (double) write
     // capacity, sized by the existing items, as a failed condition does.
     for (std::size_t i = 0; i < actions.size(); ++i) {
       charge_write(*actions[i].table,
                    failed_write_cost(*actions[i].table, actions[i].key, old_items[i], transaction_cost_multiplier));
     }
-    for (const auto& name : touched) ++account(name).transaction_cancellations;
+    for (const std::string* name : touched) ++account(*name).transaction_cancellations;
     return dynamo::transaction_canceled(std::move(reasons));
   }
   std::vector<WriteCost> costs;
+  costs.reserve(actions.size());
   bool throttled = false;
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const auto& action = actions[i];
@@ -417,21 +431,25 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
                         : write_cost(*action.table, action.key, old_items[i],
                                      new_items[i] ? &*new_items[i] : nullptr, transaction_cost_multiplier));
     if (auto problem = check_write_capacity(*action.table, costs.back(), now)) {
-      reasons[i] = CancellationReason{"ThrottlingError", problem->message, std::nullopt};
+      fail(i, CancellationReason{"ThrottlingError", problem->message, std::nullopt});
       throttled = true;
     }
   }
   if (throttled) {
-    for (const auto& name : touched) ++account(name).throttled_requests;
+    for (const std::string* name : touched) ++account(*name).throttled_requests;
     return dynamo::transaction_canceled(std::move(reasons));
   }
+  // Per table, what the reply reports (only when the request asks for it).
+  const bool report = request.return_consumed_capacity != dynamo::ReturnConsumedCapacity::none;
   std::map<std::string, WriteCost> consumed;
   for (std::size_t i = 0; i < actions.size(); ++i) {
     auto& action = actions[i];
     charge_write(*action.table, costs[i]);
-    WriteCost& total = consumed[action.table->name];
-    total.base_units += costs[i].base_units;
-    total.indexes.insert(total.indexes.end(), costs[i].indexes.begin(), costs[i].indexes.end());
+    if (report) {
+      WriteCost& total = consumed[action.table->name];
+      total.base_units += costs[i].base_units;
+      total.indexes.insert(total.indexes.end(), costs[i].indexes.begin(), costs[i].indexes.end());
+    }
     if (action.kind == ActionKind::check) continue;
     if (old_items[i] != nullptr || new_items[i]) {
       commit_write(*action.table, action.key, std::move(new_items[i]), now, &costs[i]);

@@ -177,6 +177,51 @@ TEST_F(DynamoStoreTransact, BatchWriteLimitsAndDuplicates) {
   EXPECT_EQ(store_.item_count("leases"), 24u);
 }
 
+TEST_F(DynamoStoreTransact, ReportsConsumedCapacityPerTableOnlyWhenAsked) {
+  auto request = increment("t-1");
+  const auto& quiet = as<dynamo::TransactWriteItemsResponse>(store_.apply(request, now_));
+  EXPECT_TRUE(quiet.consumed_capacity.empty());
+  request.client_request_token = "t-2";
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("log-2")}, {"sk", N(1)}}, on("events")});
+  ASSERT_TRUE(store_.apply(events_table(), now_).ok());
+  request.return_consumed_capacity = dynamo::ReturnConsumedCapacity::total;
+  const auto& told = as<dynamo::TransactWriteItemsResponse>(store_.apply(request, now_));
+  ASSERT_EQ(told.consumed_capacity.size(), 2u);  // one entry per table, in name order
+  EXPECT_EQ(told.consumed_capacity[0].table_name, "events");
+  EXPECT_EQ(told.consumed_capacity[0].capacity_units, 2.0);  // one 1 KB item, twice
+  EXPECT_EQ(told.consumed_capacity[1].table_name, "leases");
+  EXPECT_EQ(told.consumed_capacity[1].capacity_units, 4.0);  // two
+  EXPECT_EQ(store_.accounting("events").transact_write_items, 1);
+  EXPECT_EQ(store_.accounting("leases").transact_write_items, 2);
+}
+
+TEST(DynamoStoreTransactThrottle, ThrottledActionsAreNamedAndNothingIsApplied) {
+  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
+  options.throttling = true;
+  options.partitions_per_table = 1;
+  options.partition_wcu_per_s = 3;
+  DynamoStore store(options, 17);
+  const Instant now = at_ms(0);
+  auto table = leases_table();
+  table.global_secondary_indexes.clear();
+  table.attribute_definitions.resize(1);
+  ASSERT_TRUE(store.apply(table, now).ok());
+  dynamo::BatchWriteItemRequest drain;  // 3 of 5 go through: the partition has no tokens left
+  for (int i = 0; i < 5; ++i) drain.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
+  ASSERT_TRUE(store.apply(drain, now).ok());
+  const auto throttled_before = store.accounting("leases").throttled_requests;
+  auto result = store.apply(increment("t-1"), now);
+  ASSERT_EQ(error_type(result), "TransactionCanceledException");
+  ASSERT_EQ(result.error().cancellation_reasons.size(), 2u);
+  EXPECT_EQ(result.error().cancellation_reasons[0].code, "ThrottlingError");
+  EXPECT_EQ(result.error().cancellation_reasons[1].code, "ThrottlingError");
+  EXPECT_FALSE(store.peek("leases", {{"pk", S("counter")}}).has_value());
+  EXPECT_EQ(store.accounting("leases").throttled_requests, throttled_before + 1);
+  EXPECT_EQ(store.accounting("leases").transaction_cancellations, 0);
+  // One second later the partition has refilled.
+  EXPECT_TRUE(store.apply(increment("t-2"), now + Duration::from_s(1)).ok());
+}
+
 TEST(DynamoStoreBatchThrottle, ReturnsUnprocessedItemsThenFails) {
   DynamoStoreOptions options = DynamoStoreOptions::faults_off();
   options.throttling = true;

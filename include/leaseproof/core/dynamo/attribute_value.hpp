@@ -143,6 +143,9 @@ class Item {
   // store version is immutable and shared: its size is computed once). A
   // member changed through a reference taken before the size was computed
   // would leave it stale: Debug builds check every use against a fresh sum.
+  // The first item_size_bytes writes it, so one Item read by several threads
+  // at once needs its size computed before (no Item is shared so here: each
+  // run has its own store).
   mutable std::size_t size_bytes_ = kSizeUnknown;
 };
 
