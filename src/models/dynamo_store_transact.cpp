@@ -219,12 +219,18 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
   }
   std::vector<PreparedAction> actions(count);
   for (std::size_t i = 0; i < count; ++i) LP_STORE_TRY_VOID(parse_action(request.transact_items[i], actions[i], state.expression_cache));
-  std::map<std::string, std::set<TableKey, TableKeyLess>> seen;
   for (std::size_t i = 0; i < count; ++i) {
     actions[i].table = state.find_table(condition_of(request.transact_items[i]).table_name);
     if (actions[i].table == nullptr) return store_detail::resource_not_found();
     LP_STORE_TRY_VOID(bind_action(state, request.transact_items[i], actions[i]));
-    if (!seen[actions[i].table->name].insert(actions[i].key).second) {
+    // An item named twice: compared with every earlier action (at most 99,
+    // usually one or two: cheaper than building a set).
+    const PreparedAction& action = actions[i];
+    const auto same_item = [&](const PreparedAction& earlier) {
+      return earlier.table == action.table && store_detail::compare_keys(earlier.key.hash, action.key.hash) == 0 &&
+             store_detail::compare_keys(earlier.key.range, action.key.range) == 0;
+    };
+    if (std::any_of(actions.begin(), actions.begin() + static_cast<std::ptrdiff_t>(i), same_item)) {
       return dynamo::validation_error("Transaction request cannot include multiple operations on one item");
     }
   }
@@ -389,7 +395,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
   };
   static const Item no_item;
   for (std::size_t i = 0; i < actions.size(); ++i) {
-    const PreparedAction& action = actions[i];
+    PreparedAction& action = actions[i];
     old_items.push_back(latest(*action.table, action.key));
     const Item* old_item = old_items.back();
     std::optional<Item> next;
@@ -399,7 +405,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
       fail(i, std::move(reason));
       ++account(action.table->name).conditional_check_failures;
     } else if (action.kind == ActionKind::put) {
-      next = action.put_item;
+      next = std::move(action.put_item);  // not read again
     } else if (action.kind == ActionKind::update) {
       auto updated = store_detail::updated_item(*action.table, action.key_item, old_item, action.plan);
       if (updated) {
