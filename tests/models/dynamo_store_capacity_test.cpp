@@ -150,15 +150,8 @@ TEST_F(DynamoStoreCapacity, ReadsCostPerFourKilobytesHalfWhenEventual) {
 }
 
 TEST(DynamoStoreThrottle, HotPartitionThrottlesAndLeavesItemsUnchanged) {
-  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
-  options.throttling = true;
-  options.partitions_per_table = 2;
-  DynamoStore store(options, 29);
+  DynamoStore store = throttled_leases_store(29, 2);
   const Instant now = at_ms(0);
-  auto table = leases_table();
-  table.global_secondary_indexes.clear();
-  table.attribute_definitions.resize(1);
-  ASSERT_TRUE(store.apply(table, now).ok());
   auto bump = [&](const std::string& pk, Instant when) {
     return store.apply(update_request("leases", {{"pk", S(pk)}}, "ADD hits :one", {{":one", N(1)}}), when);
   };

@@ -52,6 +52,30 @@ inline dynamo::CreateTableRequest leases_table(dynamo::ProjectionType projection
 }
 
 // "events": pk (S) + sk (N), no index.
+// A store that throttles, with `partitions` partitions of `partition_wcu_per_s`
+// WCU/s each, holding the lease table without its index (created at at_ms(0)).
+inline DynamoStore throttled_leases_store(uint64_t seed, uint32_t partitions, int64_t partition_wcu_per_s = 1000) {
+  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
+  options.throttling = true;
+  options.partitions_per_table = partitions;
+  options.partition_wcu_per_s = partition_wcu_per_s;
+  DynamoStore store(options, seed);
+  auto table = leases_table();
+  table.global_secondary_indexes.clear();
+  table.attribute_definitions.resize(1);
+  EXPECT_TRUE(store.apply(table, at_ms(0)).ok());
+  return store;
+}
+
+// Puts of k0 .. k{count - 1} into the lease table, in one BatchWriteItem.
+inline dynamo::BatchWriteItemRequest batch_of_puts(int count) {
+  dynamo::BatchWriteItemRequest request;
+  for (int i = 0; i < count; ++i) {
+    request.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
+  }
+  return request;
+}
+
 inline dynamo::CreateTableRequest events_table() {
   dynamo::CreateTableRequest request;
   request.table_name = "events";

@@ -196,19 +196,10 @@ TEST_F(DynamoStoreTransact, ReportsConsumedCapacityPerTableOnlyWhenAsked) {
 }
 
 TEST(DynamoStoreTransactThrottle, ThrottledActionsAreNamedAndNothingIsApplied) {
-  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
-  options.throttling = true;
-  options.partitions_per_table = 1;
-  options.partition_wcu_per_s = 3;
-  DynamoStore store(options, 17);
+  DynamoStore store = throttled_leases_store(17, 1, 3);
   const Instant now = at_ms(0);
-  auto table = leases_table();
-  table.global_secondary_indexes.clear();
-  table.attribute_definitions.resize(1);
-  ASSERT_TRUE(store.apply(table, now).ok());
-  dynamo::BatchWriteItemRequest drain;  // 3 of 5 go through: the partition has no tokens left
-  for (int i = 0; i < 5; ++i) drain.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
-  ASSERT_TRUE(store.apply(drain, now).ok());
+  // 3 of 5 go through: the partition has no tokens left.
+  ASSERT_TRUE(store.apply(batch_of_puts(5), now).ok());
   const auto throttled_before = store.accounting("leases").throttled_requests;
   auto result = store.apply(increment("t-1"), now);
   ASSERT_EQ(error_type(result), "TransactionCanceledException");
@@ -223,18 +214,9 @@ TEST(DynamoStoreTransactThrottle, ThrottledActionsAreNamedAndNothingIsApplied) {
 }
 
 TEST(DynamoStoreBatchThrottle, ReturnsUnprocessedItemsThenFails) {
-  DynamoStoreOptions options = DynamoStoreOptions::faults_off();
-  options.throttling = true;
-  options.partitions_per_table = 1;
-  options.partition_wcu_per_s = 3;
-  DynamoStore store(options, 17);
+  DynamoStore store = throttled_leases_store(17, 1, 3);
   const Instant now = at_ms(0);
-  auto table = leases_table();
-  table.global_secondary_indexes.clear();
-  table.attribute_definitions.resize(1);
-  ASSERT_TRUE(store.apply(table, now).ok());
-  dynamo::BatchWriteItemRequest request;
-  for (int i = 0; i < 5; ++i) request.request_items["leases"].push_back(dynamo::PutRequest{{{"pk", S("k" + std::to_string(i))}}});
+  const dynamo::BatchWriteItemRequest request = batch_of_puts(5);
   const auto& first = as<dynamo::BatchWriteItemResponse>(store.apply(request, now));
   ASSERT_EQ(first.unprocessed_items.count("leases"), 1u);
   EXPECT_EQ(first.unprocessed_items.at("leases").size(), 2u);
