@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <leaseproof/base/assert.hpp>
 #include <leaseproof/sim/clock.hpp>
 
 #include "lease_text.hpp"
@@ -106,6 +107,7 @@ LeaseCheckers::LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> 
 // What each checker's observe() does with its own tracker, with one tracker
 // applied once.
 void LeaseCheckers::observe(const sim::TraceEvent& event) {
+  LP_ASSERT_MSG(!finished_, "event at {} observed after finish", event.true_time);
   if (tracker_.begins_new_instant(event)) settle();
   ownership_.before_apply(event);
   tracker_.apply(event);
@@ -124,12 +126,14 @@ void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string lab
 }
 
 void LeaseCheckers::finish(Instant end) {
+  finished_ = true;
   ownership_.finish(end);
   recovery_.finish(end);
   tracker_.clear_touched();
 }
 
 void LeaseCheckers::check_liveness(Instant healed_at, Duration bound, Instant end) {
+  finished_ = true;
   ownership_.finish(end);
   recovery_.check_liveness(healed_at, bound, end);
   tracker_.clear_touched();

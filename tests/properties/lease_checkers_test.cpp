@@ -554,6 +554,18 @@ TEST(LeaseCheckers, ViolationsCarryTheReproduceCommand) {
   EXPECT_THAT(checkers.summary(), AllOf(HasSubstr("single ownership: 1 violations"), HasSubstr("recovery: 1 violations")));
 }
 
+// With one tracker for both, an event after finish() must stop the run before
+// the tracker settles anything, as each checker alone does.
+TEST(LeaseCheckersDeathTest, AnEventAfterFinishIsABug) {
+  LeaseCheckers checkers(namer(), bounds());
+  TraceBuilder trace = crash_then_takeover(40_s);
+  trace.feed(checkers);
+  checkers.finish(Instant::zero() + 50_s);
+  TraceBuilder late;
+  late.at(60_s).open(kW3, "c1", 3);
+  EXPECT_DEATH(late.feed(checkers), "observed after finish");
+}
+
 // LeaseCheckers feeds one ActingTracker to both checkers; each checker alone
 // keeps its own. On any trace both ways must decide the same, to the letter.
 // Traces: three workers that start, crash, exit, pause and resume, open and

@@ -415,6 +415,7 @@ class LeaseCheckers {
   OwnershipChecker ownership_;
   RecoveryChecker recovery_;
   std::string reproduce_;
+  bool finished_ = false;
 };
 
 }  // namespace leaseproof::properties
