@@ -13,6 +13,7 @@ namespace {
 constexpr std::string_view kSendType = "sqs.send";
 constexpr std::string_view kReceiveType = "sqs.receive";
 constexpr std::string_view kDeleteType = "sqs.delete";
+constexpr std::string_view kChangeVisibilityType = "sqs.change_visibility";
 constexpr std::string_view kReplyType = "sqs.reply";
 
 constexpr uint32_t kEnvelopeBytes = 256;  // headers and framing, roughly
@@ -31,6 +32,7 @@ std::string_view to_string(SqsError error) {
     case SqsError::receipt_handle_expired: return "receipt_handle_expired";
     case SqsError::receipt_handle_invalid: return "receipt_handle_invalid";
     case SqsError::over_limit: return "over_limit";
+    case SqsError::message_not_in_flight: return "message_not_in_flight";
   }
   LP_UNREACHABLE("sqs error {}", static_cast<int>(error));
 }
@@ -83,10 +85,10 @@ SqsSendReply SqsQueue::send(const SqsSendRequest& request, Instant now) {
   return reply;
 }
 
-// Invariant that makes per-group ordering a check of the group's first message
-// only: the in-flight messages of a group are always a prefix of its stored
-// messages (a receive takes a prefix of a group with none in flight, one
-// receive's messages share one visibility deadline, and deletes keep a prefix).
+// A group is available when none of its messages is in flight. Receives take
+// a prefix of an available group and deletes keep a prefix, but a visibility
+// change can return any one message, so every message of the group is looked
+// at (groups are short: one per connection here).
 SqsReceiveReply SqsQueue::receive(const SqsReceiveRequest& request, Instant now) {
   SqsReceiveReply reply;
   if (request.messages_max == 0 || request.messages_max > options_.receive_messages_max ||
@@ -97,7 +99,9 @@ SqsReceiveReply SqsQueue::receive(const SqsReceiveRequest& request, Instant now)
   std::vector<std::pair<uint64_t, const std::set<uint64_t>*>> available;  // (first message, group)
   for (const auto& [group_id, sequence_numbers] : groups_) {
     LP_ASSERT(!sequence_numbers.empty());
-    if (in_flight(messages_.at(*sequence_numbers.begin()), now)) continue;
+    const bool busy = std::any_of(sequence_numbers.begin(), sequence_numbers.end(),
+                                  [&](uint64_t sequence_number) { return in_flight(messages_.at(sequence_number), now); });
+    if (busy) continue;
     available.emplace_back(*sequence_numbers.begin(), &sequence_numbers);
   }
   std::sort(available.begin(), available.end());
@@ -116,30 +120,46 @@ SqsReceiveReply SqsQueue::receive(const SqsReceiveRequest& request, Instant now)
   return reply;
 }
 
-SqsDeleteReply SqsQueue::remove(const SqsDeleteRequest& request, Instant now) {
-  SqsDeleteReply reply;
-  const SqsReceiptHandle handle = request.receipt_handle;
+SqsError SqsQueue::check_handle(const SqsReceiptHandle& handle, Instant now, Stored** stored) {
   if (handle.sequence_number == 0 || handle.sequence_number >= next_sequence_number_ || handle.receive_count == 0) {
-    reply.error = SqsError::receipt_handle_invalid;
-    return reply;
+    return SqsError::receipt_handle_invalid;
   }
   auto found = messages_.find(handle.sequence_number);
-  if (found == messages_.end()) return reply;  // deleted before: success, nothing to do
-  const Stored& stored = found->second;
-  if (handle.receive_count > stored.message.receive_count) {
-    reply.error = SqsError::receipt_handle_invalid;
-    return reply;
+  if (found == messages_.end()) return SqsError::message_not_in_flight;  // deleted
+  if (handle.receive_count > found->second.message.receive_count) return SqsError::receipt_handle_invalid;
+  if (handle.receive_count < found->second.message.receive_count || !in_flight(found->second, now)) {
+    return SqsError::receipt_handle_expired;
   }
-  if (handle.receive_count < stored.message.receive_count || !in_flight(stored, now)) {
-    reply.error = SqsError::receipt_handle_expired;
-    return reply;
-  }
-  auto group = groups_.find(stored.message.group_id);
+  *stored = &found->second;
+  return SqsError::none;
+}
+
+SqsDeleteReply SqsQueue::remove(const SqsDeleteRequest& request, Instant now) {
+  SqsDeleteReply reply;
+  Stored* stored = nullptr;
+  const SqsError error = check_handle(request.receipt_handle, now, &stored);
+  if (error == SqsError::message_not_in_flight) return reply;  // deleted before: success, nothing to do
+  reply.error = error;
+  if (error != SqsError::none) return reply;
+  const uint64_t sequence_number = request.receipt_handle.sequence_number;
+  auto group = groups_.find(stored->message.group_id);
   LP_ASSERT(group != groups_.end());
-  group->second.erase(handle.sequence_number);
+  group->second.erase(sequence_number);
   if (group->second.empty()) groups_.erase(group);
-  messages_.erase(found);
+  messages_.erase(sequence_number);
   reply.deleted = true;
+  return reply;
+}
+
+SqsChangeVisibilityReply SqsQueue::change_visibility(const SqsChangeVisibilityRequest& request, Instant now) {
+  SqsChangeVisibilityReply reply;
+  if (request.visibility_timeout.is_negative() || request.visibility_timeout > options_.visibility_timeout_max) {
+    reply.error = SqsError::invalid_parameter;
+    return reply;
+  }
+  Stored* stored = nullptr;
+  reply.error = check_handle(request.receipt_handle, now, &stored);
+  if (reply.error == SqsError::none) stored->invisible_until = now + request.visibility_timeout;
   return reply;
 }
 
@@ -176,10 +196,8 @@ void SqsNode::on_start(sim::NodeContext&) {}
 void SqsNode::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
   LP_ASSERT(envelope.expects_reply);
   const SqsRequest& request = envelope.message.as<SqsRequest>();
-  std::variant<SqsSendReply, SqsReceiveReply, SqsDeleteReply> reply =
-      std::visit([&](const auto& operation) -> std::variant<SqsSendReply, SqsReceiveReply, SqsDeleteReply> {
-        return handle(context, operation);
-      }, request.operation);
+  SqsAnswer reply =
+      std::visit([&](const auto& operation) -> SqsAnswer { return handle(context, operation); }, request.operation);
   size_t bytes = kEnvelopeBytes;
   if (const auto* received = std::get_if<SqsReceiveReply>(&reply); received != nullptr) {
     for (const SqsReceivedMessage& message : received->messages) bytes += message.body.size();
@@ -245,6 +263,25 @@ SqsDeleteReply SqsNode::handle(sim::NodeContext& context, const SqsDeleteRequest
   return reply;
 }
 
+SqsChangeVisibilityReply SqsNode::handle(sim::NodeContext& context, const SqsChangeVisibilityRequest& request) {
+  SqsQueue* queue = state_.queue(request.queue);
+  SqsChangeVisibilityReply reply;
+  std::string group_and_id = "- -";
+  if (queue == nullptr) {
+    reply.error = SqsError::queue_does_not_exist;
+  } else {
+    if (const SqsReceivedMessage* message = queue->find(request.receipt_handle.sequence_number); message != nullptr) {
+      group_and_id = message->group_id + " " + message->deduplication_id;
+    }
+    reply = queue->change_visibility(request, context.monotonic());
+  }
+  const std::string_view outcome = reply.error != SqsError::none ? to_string(reply.error) : "changed";
+  context.note("sqs.change_visibility",
+               fmt::format("{} {} {} {}", request.queue, group_and_id, request.visibility_timeout, outcome),
+               static_cast<int64_t>(request.receipt_handle.sequence_number));
+  return reply;
+}
+
 // ---- client helpers -----------------------------------------------------------------
 
 namespace {
@@ -288,6 +325,14 @@ uint64_t sqs_delete(sim::NodeContext& context, NodeId sqs_node, std::string queu
   SqsRequest request{SqsDeleteRequest{std::move(queue), receipt_handle}};
   return call_sqs<SqsDeleteReply>(context, sqs_node, kDeleteType, kEnvelopeBytes, std::move(request), timeout,
                                   std::move(on_reply));
+}
+
+uint64_t sqs_change_visibility(sim::NodeContext& context, NodeId sqs_node, std::string queue,
+                               SqsReceiptHandle receipt_handle, Duration visibility_timeout, Duration timeout,
+                               SqsChangeVisibilityCallback on_reply) {
+  SqsRequest request{SqsChangeVisibilityRequest{std::move(queue), receipt_handle, visibility_timeout}};
+  return call_sqs<SqsChangeVisibilityReply>(context, sqs_node, kChangeVisibilityType, kEnvelopeBytes,
+                                            std::move(request), timeout, std::move(on_reply));
 }
 
 }  // namespace leaseproof::models

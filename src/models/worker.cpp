@@ -84,8 +84,7 @@ void WorkerProcess::apply(lease::Actions& actions) {
                fmt::format("{}@{}", notify->connection, worker_id_), notify->connection, kSqsTimeout,
                [](const SqsSendReply*) {});
     } else if (std::holds_alternative<lease::DrainComplete>(action)) {
-      context.note("lease.drained");
-      context.exit();
+      exit_when_sqs_idle();
       return;
     } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
       context.note("mark", mark->name);
@@ -130,13 +129,19 @@ void WorkerProcess::poll_releases(Duration wait) {
   sim::NodeContext& context = *context_;
   context.set_timer(wait, "sqs.poll", [this] {
     if (manager_->draining()) return;
+    ++sqs_in_flight_;
     sqs_receive(*context_, environment_.sqs, environment_.release_queue, 10, kSqsVisibility, kSqsTimeout,
                 [this](const SqsReceiveReply* reply) {
+                  --sqs_in_flight_;
                   // A non-empty answer may have left more behind: ask again at
                   // once (as SQS long polling would), else after the interval.
                   const bool more = reply != nullptr && !reply->messages.empty();
                   if (reply != nullptr) {
                     for (const SqsReceivedMessage& message : reply->messages) {
+                      if (manager_->draining()) {
+                        hand_back(message);
+                        continue;
+                      }
                       run([&](lease::Actions& out) {
                         manager_->on_released(message.body, clock_of(*context_), out);
                       });
@@ -144,9 +149,34 @@ void WorkerProcess::poll_releases(Duration wait) {
                                  kSqsTimeout, [](const SqsDeleteReply*) {});
                     }
                   }
+                  if (drained_) {
+                    exit_when_sqs_idle();
+                    return;
+                  }
                   poll_releases(more ? Duration::zero() : environment_.sqs_poll_interval);
                 });
   });
+}
+
+void WorkerProcess::hand_back(const SqsReceivedMessage& message) {
+  context_->note("mark", "worker.release_notice_handed_back");
+  ++sqs_in_flight_;
+  sqs_change_visibility(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
+                        Duration::zero(), kSqsTimeout, [this](const SqsChangeVisibilityReply*) {
+                          --sqs_in_flight_;
+                          if (drained_) exit_when_sqs_idle();
+                        });
+}
+
+void WorkerProcess::exit_when_sqs_idle() {
+  if (sqs_in_flight_ > 0) {
+    if (!drained_) context_->note("mark", "worker.exit_waits_for_sqs");
+    drained_ = true;
+    return;
+  }
+  drained_ = true;
+  context_->note("lease.drained");
+  context_->exit();
 }
 
 void UpstreamEndpoint::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {

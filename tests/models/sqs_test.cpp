@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -297,6 +298,124 @@ TEST_F(SqsTest, UnknownQueueAndMissingIdsAreErrorsNotAssertions) {
   world.run_until(at(1_s));
   EXPECT_EQ(errors, (std::vector<SqsError>{SqsError::queue_does_not_exist, SqsError::invalid_parameter,
                                            SqsError::invalid_parameter, SqsError::receipt_handle_invalid}));
+}
+
+// ChangeMessageVisibility: how a consumer that will not process a message
+// (a draining worker) hands it back at once instead of hiding it for its
+// whole visibility timeout.
+class SqsChangeVisibilityTest : public SqsTest {
+ protected:
+  // Changes the visibility of received[index] at `delay`; records the error.
+  void change_at(sim::NodeContext& c, Duration delay, size_t index, Duration visibility) {
+    c.set_timer(delay, "change", [this, &c, index, visibility] {
+      sqs_change_visibility(c, sqs, std::string{kQueue}, received.at(index).receipt_handle, visibility, 1_s,
+                            [this](const SqsChangeVisibilityReply* reply) {
+                              ASSERT_NE(reply, nullptr);
+                              change_errors.push_back(reply->error);
+                            });
+    });
+  }
+  std::vector<SqsError> change_errors;
+};
+
+TEST_F(SqsChangeVisibilityTest, ZeroMakesTheMessageReceivableAtOnceAndRetiresTheOldHandle) {
+  std::vector<SqsDeleteReply> deletes;
+  add_client([this, &deletes](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 2_s, 1, 30_s);
+    change_at(c, 3_s, 0, Duration::zero());
+    receive_at(c, 4_s, 1, 30_s);  // 28 s before the first visibility timeout would end
+    c.set_timer(5_s, "delete with the first handle", [this, &c, &deletes] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(0).receipt_handle, 1_s,
+                 [&deletes](const SqsDeleteReply* reply) { deletes.push_back(*reply); });
+    });
+  });
+  world.run_until(at(6_s));
+  EXPECT_EQ(change_errors, std::vector<SqsError>{SqsError::none});
+  ASSERT_EQ(received.size(), 2u);
+  EXPECT_EQ(received[1].sequence_number, received[0].sequence_number);
+  EXPECT_EQ(received[1].receive_count, 2u);
+  ASSERT_EQ(deletes.size(), 1u);
+  EXPECT_EQ(deletes[0].error, SqsError::receipt_handle_expired);
+  EXPECT_EQ(state.queue(kQueue)->message_count(), 1u);
+}
+
+TEST_F(SqsChangeVisibilityTest, ALongerTimeoutKeepsTheMessageHiddenUntilItEnds) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 2_s, 1, 5_s);
+    change_at(c, 3_s, 0, 20_s);   // hidden until 23 s instead of 7 s
+    receive_at(c, 10_s, 1, 5_s);  // nothing
+    receive_at(c, 24_s, 1, 5_s);  // redelivered
+  });
+  world.run_until(at(25_s));
+  EXPECT_EQ(change_errors, std::vector<SqsError>{SqsError::none});
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_TRUE(batches[1].empty());
+  EXPECT_EQ(bodies(batches[2]), std::vector<std::string>{"m"});
+}
+
+TEST_F(SqsChangeVisibilityTest, StaleDeletedUnknownHandlesAndBadTimeoutsAreRefusedAndChangeNothing) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m1");
+    send_at(c, 1_s, "h", "d2", "m2");
+    receive_at(c, 2_s, 1, 5_s);     // m1, until 7 s
+    change_at(c, 8_s, 0, 0_s);      // m1's timeout expired: refused
+    receive_at(c, 9_s, 10, 30_s);   // m1 again (receive 2) and m2
+    change_at(c, 10_s, 0, 0_s);     // the handle of m1's first receive: refused
+    change_at(c, 10_s, 1, -1_s);    // a negative timeout: refused
+    change_at(c, 10_s, 1, 13_h);    // beyond 12 hours: refused
+    c.set_timer(11_s, "delete m2", [this, &c] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(2).receipt_handle, 1_s, [](const SqsDeleteReply*) {});
+    });
+    change_at(c, 12_s, 2, 0_s);     // m2 is deleted
+    c.set_timer(12_s, "unknown handle", [this, &c] {
+      sqs_change_visibility(c, sqs, std::string{kQueue}, SqsReceiptHandle{99, 1}, 0_s, 1_s,
+                            [this](const SqsChangeVisibilityReply* reply) { change_errors.push_back(reply->error); });
+    });
+    receive_at(c, 13_s, 10, 30_s);  // m1 is still hidden by its second receive: nothing
+  });
+  world.run_until(at(14_s));
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_EQ(bodies(received), (std::vector<std::string>{"m1", "m1", "m2"}));
+  EXPECT_EQ(change_errors,
+            (std::vector<SqsError>{SqsError::receipt_handle_expired, SqsError::receipt_handle_expired,
+                                   SqsError::invalid_parameter, SqsError::invalid_parameter,
+                                   SqsError::message_not_in_flight, SqsError::receipt_handle_invalid}));
+  EXPECT_TRUE(batches.back().empty());
+  EXPECT_EQ(std::count_if(notes.begin(), notes.end(),
+                          [](const std::string& note) { return note.starts_with("sqs.receive "); }),
+            3);  // m1 twice and m2: the refusals changed nothing
+}
+
+// FIFO order holds when one message of a group is handed back while a later
+// one stays in flight: the group waits for the later one too.
+TEST_F(SqsChangeVisibilityTest, AGroupWaitsWhileAnyOfItsMessagesIsInFlight) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "first");
+    send_at(c, 2_s, "g", "d2", "second");
+    receive_at(c, 3_s, 10, 30_s);  // both, in order
+    change_at(c, 4_s, 0, 0_s);     // "first" back; "second" still in flight
+    receive_at(c, 5_s, 10, 30_s);  // nothing: the group has a message in flight
+    change_at(c, 6_s, 1, 0_s);     // "second" back too
+    receive_at(c, 7_s, 10, 30_s);  // both again, in order
+  });
+  world.run_until(at(8_s));
+  EXPECT_EQ(change_errors, (std::vector<SqsError>{SqsError::none, SqsError::none}));
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(bodies(batches[0]), (std::vector<std::string>{"first", "second"}));
+  EXPECT_TRUE(batches[1].empty());
+  EXPECT_EQ(bodies(batches[2]), (std::vector<std::string>{"first", "second"}));
+}
+
+TEST_F(SqsChangeVisibilityTest, TraceNoteNamesTheMessageTheTimeoutAndTheOutcome) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    receive_at(c, 2_s, 1, 30_s);
+    change_at(c, 3_s, 0, 0_s);
+  });
+  world.run_until(at(4_s));
+  EXPECT_EQ(notes.back(), "sqs.change_visibility handover.fifo g d1 0s changed");
 }
 
 }  // namespace

@@ -71,6 +71,23 @@ TEST(LeaseScenario, RollingDeployDrainsAndHandsOver) {
   EXPECT_GE(counter_or_zero(result, "lease.drained"), 4u);
 }
 
+// Found by a swarm at the edge of wall mode's skew assumption (one worker
+// 3.9 s fast). A rolling deploy stops all three old workers at once. worker-1
+// holds no lease, so it drains at once, but its last SQS receive is still on
+// the way (a slow reply, 100 ms); it reaches SQS after worker-0's release
+// notices were queued and takes ten of them. A worker that exited there hid
+// them for the 30 s visibility timeout and their handovers took 12 to 16 s,
+// beyond the graceful bound (3.5 s). Now a drained worker exits only once its
+// receive is answered, and hands the notices it will not act on back to the
+// queue (visibility 0).
+TEST(LeaseScenario, ADrainingWorkerHandsReleaseNoticesBackToTheQueue) {
+  const RunResult result = run("lease-swarm", 540, {{"fast_worker_offset", "3.9s"}, {"skew_max", "0s"}, {"drift_ppm_max", 0}},
+                               10_min);
+  EXPECT_TRUE(result.passed()) << first_violation(result);
+  EXPECT_GE(counter_or_zero(result, "mark.worker.exit_waits_for_sqs"), 1u);
+  EXPECT_GE(counter_or_zero(result, "mark.worker.release_notice_handed_back"), 10u);
+}
+
 // The articles' algorithm: a worker whose clock runs 16 s fast (lease 20 s,
 // heartbeat 5 s) takes leases that are still held: the checker catches it.
 TEST(LeaseScenario, SeedAlgorithmBreaksWithAClock16SecondsFast) {

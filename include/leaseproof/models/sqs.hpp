@@ -30,9 +30,17 @@
 //   message may be processed twice. Delete of a message already deleted
 //   succeeds with `deleted = false` (SQS deletes are idempotent), so a retried
 //   delete whose first reply was lost is harmless.
-// - Not modelled: long polling, ChangeMessageVisibility, dead-letter queues,
-//   retention expiry, content-based deduplication (a deduplication id is
-//   required), per-second throughput limits.
+// - ChangeMessageVisibility: the handle of the message's latest receive, while
+//   it is in flight, sets a new visibility timeout from now; zero makes the
+//   message receivable at once (how a consumer that will not process a
+//   message hands it back). A handle of an older receive, or one whose
+//   visibility timeout expired, is refused with `receipt_handle_expired`; a
+//   deleted message with `message_not_in_flight`. Nothing changes on a refusal.
+// - A group is served only while none of its messages is in flight, whichever
+//   they are (a visibility change can put a later message in flight alone).
+// - Not modelled: long polling, dead-letter queues, retention expiry,
+//   content-based deduplication (a deduplication id is required), per-second
+//   throughput limits, the 12-hour limit counted from the first receive.
 
 #include <cstdint>
 #include <functional>
@@ -56,6 +64,7 @@ enum class SqsError : uint8_t {
   receipt_handle_expired,  // ReceiptHandleIsInvalid: visibility timeout expired
   receipt_handle_invalid,  // a handle this queue never issued
   over_limit,              // the model's stored-message bound (messages_max) is reached
+  message_not_in_flight,   // AWS.SimpleQueueService.MessageNotInflight: a visibility change of a deleted message
 };
 std::string_view to_string(SqsError error);
 
@@ -93,10 +102,17 @@ struct SqsDeleteRequest {
   SqsReceiptHandle receipt_handle;
 };
 
+struct SqsChangeVisibilityRequest {
+  std::string queue;
+  SqsReceiptHandle receipt_handle;
+  Duration visibility_timeout;  // from now; zero: receivable at once
+};
+
+using SqsOperation = std::variant<SqsSendRequest, SqsReceiveRequest, SqsDeleteRequest, SqsChangeVisibilityRequest>;
+
 struct SqsRequest final : sim::Payload {
-  explicit SqsRequest(std::variant<SqsSendRequest, SqsReceiveRequest, SqsDeleteRequest> op)
-      : operation(std::move(op)) {}
-  std::variant<SqsSendRequest, SqsReceiveRequest, SqsDeleteRequest> operation;
+  explicit SqsRequest(SqsOperation op) : operation(std::move(op)) {}
+  SqsOperation operation;
 };
 
 struct SqsSendReply {
@@ -123,9 +139,15 @@ struct SqsDeleteReply {
   bool deleted = false;  // false with no error: it was already deleted
 };
 
+struct SqsChangeVisibilityReply {
+  SqsError error = SqsError::none;
+};
+
+using SqsAnswer = std::variant<SqsSendReply, SqsReceiveReply, SqsDeleteReply, SqsChangeVisibilityReply>;
+
 struct SqsReply final : sim::Payload {
-  explicit SqsReply(std::variant<SqsSendReply, SqsReceiveReply, SqsDeleteReply> r) : reply(std::move(r)) {}
-  std::variant<SqsSendReply, SqsReceiveReply, SqsDeleteReply> reply;
+  explicit SqsReply(SqsAnswer r) : reply(std::move(r)) {}
+  SqsAnswer reply;
 };
 
 // ---- the durable state --------------------------------------------------------
@@ -137,6 +159,7 @@ class SqsQueue {
   SqsSendReply send(const SqsSendRequest& request, Instant now);
   SqsReceiveReply receive(const SqsReceiveRequest& request, Instant now);
   SqsDeleteReply remove(const SqsDeleteRequest& request, Instant now);
+  SqsChangeVisibilityReply change_visibility(const SqsChangeVisibilityRequest& request, Instant now);
 
   const SqsQueueOptions& options() const { return options_; }
   // Messages stored (visible or in flight), for tests and reports.
@@ -157,6 +180,8 @@ class SqsQueue {
 
   void forget_expired_deduplication(Instant now);
   bool in_flight(const Stored& stored, Instant now) const { return now < stored.invisible_until; }
+  // The stored message this handle's receive returned, still in flight; or the error.
+  SqsError check_handle(const SqsReceiptHandle& handle, Instant now, Stored** stored);
   SqsError check_send(const SqsSendRequest& request) const;
 
   SqsQueueOptions options_;
@@ -192,6 +217,7 @@ class SqsNode final : public sim::Process {
   SqsSendReply handle(sim::NodeContext& context, const SqsSendRequest& request);
   SqsReceiveReply handle(sim::NodeContext& context, const SqsReceiveRequest& request);
   SqsDeleteReply handle(sim::NodeContext& context, const SqsDeleteRequest& request);
+  SqsChangeVisibilityReply handle(sim::NodeContext& context, const SqsChangeVisibilityRequest& request);
 
   SqsState& state_;
 };
@@ -203,6 +229,7 @@ class SqsNode final : public sim::Process {
 using SqsSendCallback = std::function<void(const SqsSendReply* reply)>;
 using SqsReceiveCallback = std::function<void(const SqsReceiveReply* reply)>;
 using SqsDeleteCallback = std::function<void(const SqsDeleteReply* reply)>;
+using SqsChangeVisibilityCallback = std::function<void(const SqsChangeVisibilityReply* reply)>;
 
 uint64_t sqs_send(sim::NodeContext& context, NodeId sqs_node, std::string queue, std::string group_id,
                   std::string deduplication_id, std::string body, Duration timeout, SqsSendCallback on_reply);
@@ -210,5 +237,8 @@ uint64_t sqs_receive(sim::NodeContext& context, NodeId sqs_node, std::string que
                      Duration visibility_timeout, Duration timeout, SqsReceiveCallback on_reply);
 uint64_t sqs_delete(sim::NodeContext& context, NodeId sqs_node, std::string queue,
                     SqsReceiptHandle receipt_handle, Duration timeout, SqsDeleteCallback on_reply);
+uint64_t sqs_change_visibility(sim::NodeContext& context, NodeId sqs_node, std::string queue,
+                               SqsReceiptHandle receipt_handle, Duration visibility_timeout, Duration timeout,
+                               SqsChangeVisibilityCallback on_reply);
 
 }  // namespace leaseproof::models

@@ -15,6 +15,7 @@
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/core/lease/manager.hpp>
 #include <leaseproof/core/resume/session.hpp>
+#include <leaseproof/models/sqs.hpp>
 #include <leaseproof/models/stream.hpp>
 #include <leaseproof/sim/faults.hpp>
 #include <leaseproof/sim/world.hpp>
@@ -76,6 +77,14 @@ class WorkerProcess final : public sim::Process {
   void apply(lease::Actions& actions);
   void schedule_timer();
   void poll_releases(Duration wait);
+  // Release notices this worker will not act on (it is draining) go back to
+  // the queue at once, for a worker that will; deleting them would leave
+  // their connections to the watchers and sweeps.
+  void hand_back(const SqsReceivedMessage& message);
+  // A drained worker exits once no SQS receive or hand-back of its own is in
+  // flight: a receive that reached SQS after the exit would hide the notices
+  // it took for a whole visibility timeout.
+  void exit_when_sqs_idle();
 
   // Streaming (stream_worker.cpp).
   struct Stream {
@@ -104,6 +113,8 @@ class WorkerProcess final : public sim::Process {
   std::string worker_id_;
   uint64_t timer_ = 0;
   Instant timer_at_ = Instant::max();
+  uint32_t sqs_in_flight_ = 0;  // receives and hand-backs awaiting their reply
+  bool drained_ = false;        // DrainComplete seen: exit when sqs_in_flight_ is 0
   std::map<std::string, Stream, LexLess> streams_;
   std::map<ws::ConnectionId, std::string> stream_by_socket_;
   std::set<std::pair<Instant, std::string>> stream_wakeups_;  // stale entries dropped when they surface
