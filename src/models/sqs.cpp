@@ -244,40 +244,45 @@ SqsReceiveReply SqsNode::handle(sim::NodeContext& context, const SqsReceiveReque
   return reply;
 }
 
+namespace {
+
+// "<group> <deduplication id>" of the message a handle names, or "- -" when
+// the queue holds no such message; read before the request changes the queue.
+std::string group_and_id(const SqsQueue* queue, const SqsReceiptHandle& handle) {
+  const SqsReceivedMessage* message = queue != nullptr ? queue->find(handle.sequence_number) : nullptr;
+  return message != nullptr ? message->group_id + " " + message->deduplication_id : "- -";
+}
+
+}  // namespace
+
 SqsDeleteReply SqsNode::handle(sim::NodeContext& context, const SqsDeleteRequest& request) {
   SqsQueue* queue = state_.queue(request.queue);
+  const std::string named = group_and_id(queue, request.receipt_handle);
   SqsDeleteReply reply;
-  std::string group_and_id = "- -";
   if (queue == nullptr) {
     reply.error = SqsError::queue_does_not_exist;
   } else {
-    if (const SqsReceivedMessage* message = queue->find(request.receipt_handle.sequence_number); message != nullptr) {
-      group_and_id = message->group_id + " " + message->deduplication_id;
-    }
     reply = queue->remove(request, context.monotonic());
   }
   const std::string_view outcome =
       reply.error != SqsError::none ? to_string(reply.error) : (reply.deleted ? "deleted" : "already_deleted");
-  context.note("sqs.delete", fmt::format("{} {} {}", request.queue, group_and_id, outcome),
+  context.note("sqs.delete", fmt::format("{} {} {}", request.queue, named, outcome),
                static_cast<int64_t>(request.receipt_handle.sequence_number));
   return reply;
 }
 
 SqsChangeVisibilityReply SqsNode::handle(sim::NodeContext& context, const SqsChangeVisibilityRequest& request) {
   SqsQueue* queue = state_.queue(request.queue);
+  const std::string named = group_and_id(queue, request.receipt_handle);
   SqsChangeVisibilityReply reply;
-  std::string group_and_id = "- -";
   if (queue == nullptr) {
     reply.error = SqsError::queue_does_not_exist;
   } else {
-    if (const SqsReceivedMessage* message = queue->find(request.receipt_handle.sequence_number); message != nullptr) {
-      group_and_id = message->group_id + " " + message->deduplication_id;
-    }
     reply = queue->change_visibility(request, context.monotonic());
   }
   const std::string_view outcome = reply.error != SqsError::none ? to_string(reply.error) : "changed";
   context.note("sqs.change_visibility",
-               fmt::format("{} {} {} {}", request.queue, group_and_id, request.visibility_timeout, outcome),
+               fmt::format("{} {} {} {}", request.queue, named, request.visibility_timeout, outcome),
                static_cast<int64_t>(request.receipt_handle.sequence_number));
   return reply;
 }
