@@ -70,6 +70,24 @@ else
   failed=$((failed + 1))
 fi
 
+# The same gate at the edge of each mode's stated assumptions (docs/scenarios.md,
+# "Swarms at the edge of the assumptions"): one wall clock 3.9 s fast of the 4 s
+# tolerated, and counter-mode rate errors within 99,000 of the 100,000 ppm tolerated.
+# Each counts as one check.
+for edge in 'wall|{"fast_worker_offset":"3.9s","skew_max":"0s","drift_ppm_max":0}' \
+            'counter|{"drift_ppm_max":99000}'; do
+  expiry=${edge%%|*}
+  params=${edge#*|}
+  echo "== property gate at the edge ($expiry: $params)"
+  if build/release/src/cli/leaseproof gate --seeds 100 --budget 60s --first-seed 200000 --expiry "$expiry" \
+       --params "$params" --no-record --junit "build/release/gate-edge-$expiry-junit.xml"; then
+    passed=$((passed + 1))
+  else
+    echo "test.sh: the edge gate ($expiry) failed (JUnit: build/release/gate-edge-$expiry-junit.xml)" >&2
+    failed=$((failed + 1))
+  fi
+done
+
 if [[ -x scripts/dynalite.sh ]]; then
   echo "== tests against a real dynalite server"
   LEASEPROOF_DYNALITE_ENDPOINT=$(scripts/dynalite.sh start)
