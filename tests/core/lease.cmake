@@ -8,6 +8,8 @@ leaseproof_test(core_lease_tests
   LABELS unit)
 
 leaseproof_test(core_lease_property_tests
-  SOURCES lease_manager_property_test.cpp
+  SOURCES
+    lease_manager_property_test.cpp
+    lease_parse_property_test.cpp
   DEPENDS leaseproof::lease leaseproof::models
   LABELS property)

@@ -22,21 +22,6 @@ dynamo::UpdateItemRequest update(const LeaseConfig& config, std::string_view con
   return request;
 }
 
-std::optional<int64_t> integer(const Item& item, const char* name) {
-  auto it = item.find(name);
-  if (it == item.end() || !it->second.is(dynamo::AttributeType::n)) return std::nullopt;
-  int64_t value = 0;
-  const std::string& text = it->second.text();
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
-std::string text(const Item& item, const char* name) {
-  auto it = item.find(name);
-  return it != item.end() && it->second.is(dynamo::AttributeType::s) ? it->second.text() : std::string{};
-}
-
 }  // namespace
 
 std::string connection_key(std::string_view connection) { return fmt::format("CONN#{}", connection); }
@@ -220,19 +205,49 @@ dynamo::Request stop_connection_request(const LeaseConfig& config, std::string_v
   return request;
 }
 
+// One pass over the item's attributes (sorted by name), each name told apart
+// by its length first: the lease manager parses every item a read, a sweep page
+// or a refused write returns. A missing or mistyped attribute reads as empty or
+// 0, as a lookup by name would give.
 std::optional<LeaseView> parse_lease(const Item& item) {
-  const std::string key = text(item, "pk");
-  if (!key.starts_with("CONN#")) return std::nullopt;
   LeaseView view;
-  view.connection = key.substr(5);
-  view.desired_state = text(item, "desired_state");
-  view.owner = text(item, "lease_owner");
-  view.epoch = integer(item, "lease_epoch").value_or(0);
-  view.expires_at_ms = integer(item, "lease_expires_at_ms").value_or(0);
-  view.counter = integer(item, "lease_counter").value_or(0);
-  view.last_seq = integer(item, "last_seq").value_or(0);
-  view.stream_epoch = integer(item, "stream_epoch").value_or(0);
-  view.ws_url = text(item, "ws_url");
+  bool keyed = false;
+  auto as_text = [](const dynamo::AttributeValue& value) -> const std::string* {
+    return value.is(dynamo::AttributeType::s) ? &value.text() : nullptr;
+  };
+  auto as_integer = [](const dynamo::AttributeValue& value) -> int64_t {
+    if (!value.is(dynamo::AttributeType::n)) return 0;
+    const std::string& digits = value.text();
+    int64_t number = 0;
+    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+    return error == std::errc{} && end == digits.data() + digits.size() ? number : 0;
+  };
+  for (const auto& [name, value] : item) {
+    const std::string_view n = name;
+    if (n == "pk") {
+      const std::string* key = as_text(value);
+      if (key == nullptr || !key->starts_with("CONN#")) return std::nullopt;
+      view.connection = key->substr(5);
+      keyed = true;
+    } else if (n == "desired_state") {
+      if (const std::string* state = as_text(value)) view.desired_state = *state;
+    } else if (n == "lease_owner") {
+      if (const std::string* owner = as_text(value)) view.owner = *owner;
+    } else if (n == "ws_url") {
+      if (const std::string* url = as_text(value)) view.ws_url = *url;
+    } else if (n == "lease_epoch") {
+      view.epoch = as_integer(value);
+    } else if (n == "lease_expires_at_ms") {
+      view.expires_at_ms = as_integer(value);
+    } else if (n == "lease_counter") {
+      view.counter = as_integer(value);
+    } else if (n == "last_seq") {
+      view.last_seq = as_integer(value);
+    } else if (n == "stream_epoch") {
+      view.stream_epoch = as_integer(value);
+    }
+  }
+  if (!keyed) return std::nullopt;
   return view;
 }
 
