@@ -13,7 +13,12 @@ using dynamo::Item;
 AttributeValue S(std::string_view text) { return AttributeValue::string(std::string{text}); }
 AttributeValue N(int64_t value) { return AttributeValue::number(value); }
 
-Item key_of(std::string_view connection) { return Item{{"pk", S(connection_key(connection))}}; }
+Item key_of(std::string_view connection) {
+  Item item;  // every request has one: no brace list to copy from
+  item.reserve(1);
+  item.try_emplace("pk", AttributeValue::string(connection_key(connection)));
+  return item;
+}
 
 dynamo::UpdateItemRequest update(const LeaseConfig& config, std::string_view connection) {
   dynamo::UpdateItemRequest request;
@@ -24,7 +29,11 @@ dynamo::UpdateItemRequest update(const LeaseConfig& config, std::string_view con
 
 }  // namespace
 
-std::string connection_key(std::string_view connection) { return fmt::format("CONN#{}", connection); }
+std::string connection_key(std::string_view connection) {
+  std::string key;
+  key.reserve(5 + connection.size());
+  return key.append("CONN#").append(connection);
+}
 
 std::string reconcile_shard(std::string_view connection, uint32_t shards) {
   // FNV-1a: stable across builds and platforms, so shards never move.
@@ -75,18 +84,22 @@ dynamo::Request renew_request(const LeaseConfig& config, std::string_view connec
                               int64_t epoch, int64_t now_wall_ms) {
   dynamo::UpdateItemRequest request = update(config, connection);
   auto& values = request.write.expression_attribute_values;
-  values[":me"] = S(worker);
-  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
-  if (config.algorithm == Algorithm::seed) {
+  const bool seed = config.algorithm == Algorithm::seed;
+  // The heartbeat, sent for every held lease every few seconds: placeholders
+  // in name order, each appended to room reserved for all.
+  values.reserve(seed ? 2 : 5);
+  if (!seed) values.try_emplace(":epoch", N(epoch));
+  values.try_emplace(":exp", N(now_wall_ms + config.lease_duration.ms()));
+  values.try_emplace(":me", S(worker));
+  if (seed) {
     request.update_expression = "SET lease_expires_at_ms = :exp";
     request.write.condition_expression = "lease_owner = :me";
     return request;
   }
+  values.try_emplace(":one", N(1));
+  values.try_emplace(":started", S(kStarted));
   request.update_expression = "SET lease_expires_at_ms = :exp ADD lease_counter :one";
   request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started";
-  values[":epoch"] = N(epoch);
-  values[":one"] = N(1);
-  values[":started"] = S(kStarted);
   return request;
 }
 
