@@ -20,18 +20,12 @@ struct AttributeValue::Composite {
 
 void AttributeValue::CompositeDeleter::operator()(Composite* composite) const { delete composite; }
 
-AttributeValue::AttributeValue(const AttributeValue& other)
-    : type_(other.type_),
-      bool_(other.bool_),
-      text_(other.text_),
-      composite_(other.composite_ ? new Composite(*other.composite_) : nullptr) {}
+AttributeValue::Composite* AttributeValue::clone(const Composite& composite) { return new Composite(composite); }
 
 AttributeValue& AttributeValue::operator=(const AttributeValue& other) {
   if (this != &other) *this = AttributeValue(other);
   return *this;
 }
-
-AttributeValue::~AttributeValue() = default;
 
 AttributeValue::Composite& AttributeValue::composite() {
   if (!composite_) composite_.reset(new Composite());

@@ -193,11 +193,17 @@ class AttributeValue {
   // values_equal in expression.hpp.
   bool operator==(const AttributeValue& other) const;
 
-  AttributeValue(const AttributeValue& other);
+  // Inline: values are copied and destroyed all the time (requests, items,
+  // versions), and the scalar case needs no call; only a composite does.
+  AttributeValue(const AttributeValue& other)
+      : type_(other.type_),
+        bool_(other.bool_),
+        text_(other.text_),
+        composite_(other.composite_ ? clone(*other.composite_) : nullptr) {}
   AttributeValue& operator=(const AttributeValue& other);
   AttributeValue(AttributeValue&&) noexcept = default;
   AttributeValue& operator=(AttributeValue&&) noexcept = default;
-  ~AttributeValue();
+  ~AttributeValue() = default;
 
  private:
   // Members of M, L and the sets, allocated only for those types: scalars
@@ -208,6 +214,7 @@ class AttributeValue {
     void operator()(Composite* composite) const;
   };
   [[noreturn]] void text_of_wrong_type() const;
+  static Composite* clone(const Composite& composite);
   Composite& composite();
   const Composite* composite_or_null() const { return composite_.get(); }
 
