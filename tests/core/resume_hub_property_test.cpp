@@ -11,7 +11,7 @@
 //   - every close is justified (1013: the next frame would not fit; 1006: an
 //     unanswered ping older than the pong timeout, or unread data older than
 //     the write deadline; 1012: a restart), and every due close happens
-//     (silent peers within ping_interval + pong_timeout);
+//     (any ping unanswered for the pong timeout, whichever ping it is);
 //   - subscriber_count() matches the observer's open subscribers.
 // RC_PARAMS="reproduce=..." replays a failure.
 
@@ -178,14 +178,28 @@ class HubWorld {
     absorb(out, nothing);
   }
 
-  void advance(Duration d, bool responsive) {
+  // Peers answer every ping at once, never, or each ping `delay` after it
+  // was sent (a round trip that may be longer than the ping interval, but
+  // shorter than the pong timeout: such a peer is alive and must stay open).
+  // `late_then_silent`: late for the first half, then silent (a peer with a
+  // long round trip that dies).
+  enum class Peers { answer, silent, late, late_then_silent };
+
+  void advance(Duration d, Peers peers, Duration delay) {
     const Instant until = now_ + d;
-    for (int steps = 0; hub_->next_deadline() <= until; ++steps) {
+    const Instant dies = peers == Peers::late_then_silent ? now_ + d / 2 : Instant::max();
+    if (peers == Peers::late_then_silent) peers = Peers::late;
+    for (int steps = 0;; ++steps) {
+      Instant next = hub_->next_deadline();
+      if (peers == Peers::late && now_ >= dies) peers = Peers::silent;
+      if (peers == Peers::late) next = std::min(next, std::min(next_late_answer(delay), dies));
+      if (next > until) break;
       if (steps > 100'000) return violation("on_timer does not make progress");
-      if (hub_->next_deadline() <= now_) return violation("next_deadline() is not in the future");
-      now_ = hub_->next_deadline();
+      if (next <= now_ && next == hub_->next_deadline()) return violation("next_deadline() is not in the future");
+      now_ = std::max(now_, next);
       timer();
-      if (responsive) answer_everyone();
+      if (peers == Peers::answer) answer_everyone();
+      if (peers == Peers::late) answer_late(delay);
     }
     now_ = until;
     timer();
@@ -283,13 +297,49 @@ class HubWorld {
     }
   }
 
+  // The first ping a late peer still owes an answer to, answered `delay`
+  // after it was sent.
+  Instant next_late_answer(Duration delay) const {
+    Instant next = Instant::max();
+    for (const auto& [id, peer] : peers_) {
+      if (!peer.open) continue;
+      for (const auto& [ping, sent] : peer.pings) {
+        if (ping > peer.answered_through) {
+          next = std::min(next, sent + delay);
+          break;
+        }
+      }
+    }
+    return next;
+  }
+
+  // A late peer answers each ping whose time has come, one pong each, in
+  // order, and reports all it read.
+  void answer_late(Duration delay) {
+    for (auto& [id, peer] : peers_) {
+      for (const auto& [ping, sent] : peer.pings) {
+        if (!peer.open || ping <= peer.answered_through) continue;
+        if (sent + delay > now_) break;
+        const Pong pong{ping, peer.unreported};
+        report(peer, pong);
+        HubActions out;
+        hub_->on_pong(id, pong, now_, out);
+        Expect nothing;
+        absorb(out, nothing);
+      }
+    }
+  }
+
   // What must have happened by now: silent peers and stalled queues cut.
   void check_due_closes() {
     const Duration ping_interval = config_.ping_interval;
     for (const auto& [id, peer] : peers_) {
       if (!peer.open) continue;
       for (const auto& [ping, sent] : peer.pings) {
-        if (ping > peer.answered_through && sent + ping_interval + config_.pong_timeout <= now_) {
+        // The rule itself, with no slack: any ping unanswered for a pong
+        // timeout cuts the peer (a silent peer is then cut within
+        // ping_interval + pong_timeout of going silent).
+        if (ping > peer.answered_through && sent + config_.pong_timeout <= now_) {
           violation("subscriber {}: ping {} unanswered since @{}ns, still open", id, ping, sent.ns());
         }
       }
@@ -488,7 +538,12 @@ struct SendPong : HubCommand {
   SubscriberId id;
   int answer = *rc::gen::inRange(0, 3);
   uint32_t consumed_permille = *rc::gen::weightedElement<uint32_t>({{3, 1000}, {1, 0}, {1, 500}, {1, 333}});
-  explicit SendPong(const HubModel& model) : id(*rc::gen::inRange<SubscriberId>(1, model.next_id + 1)) {}
+  // Mostly the latest subscriber, which is the likeliest to be open: late
+  // pongs answering one ping of several outstanding need an open peer.
+  explicit SendPong(const HubModel& model)
+      : id(*rc::gen::weightedOneOf<SubscriberId>(
+            {{1, rc::gen::inRange<SubscriberId>(1, model.next_id + 1)},
+             {2, rc::gen::just<SubscriberId>(model.next_id > 1 ? model.next_id - 1 : 1)}})) {}
   void checkPreconditions(const HubModel& model) const override { RC_PRE(id <= model.next_id); }
   void run(const HubModel& model, HubWorld& world) const override {
     world.pong(id, answer, consumed_permille);
@@ -500,15 +555,33 @@ struct SendPong : HubCommand {
 };
 
 struct Advance : HubCommand {
-  Duration d = Duration::from_ms(*rc::gen::inRange<int64_t>(1, 15'000));
-  bool responsive = *rc::gen::weightedElement<bool>({{3, true}, {1, false}});
-  explicit Advance(const HubModel&) {}
+  // Often shorter than a ping interval, so that several pings can be
+  // outstanding when a late pong answers only the oldest.
+  Duration d = Duration::from_ms(*rc::gen::weightedOneOf<int64_t>(
+      {{1, rc::gen::inRange<int64_t>(1, 15'000)}, {1, rc::gen::inRange<int64_t>(1, 2'000)}}));
+  HubWorld::Peers peers = *rc::gen::weightedElement<HubWorld::Peers>(
+      {{2, HubWorld::Peers::answer},
+       {1, HubWorld::Peers::silent},
+       {2, HubWorld::Peers::late},
+       {3, HubWorld::Peers::late_then_silent}});
+  Duration delay;  // late peers: under the pong timeout, often over the ping interval
+  explicit Advance(const HubModel& model)
+      : delay(Duration::from_ns(*rc::gen::inRange<int64_t>(0, model.config.pong_timeout.ns()))) {}
   void run(const HubModel& model, HubWorld& world) const override {
-    world.advance(d, responsive);
+    world.advance(d, peers, delay);
     check_world(model, world);
   }
   void show(std::ostream& os) const override {
-    os << "Advance(" << format_duration(d) << (responsive ? ", peers answer" : ", peers silent") << ")";
+    os << "Advance(" << format_duration(d);
+    switch (peers) {
+      case HubWorld::Peers::answer: os << ", peers answer"; break;
+      case HubWorld::Peers::silent: os << ", peers silent"; break;
+      case HubWorld::Peers::late: os << ", peers answer " << format_duration(delay) << " late"; break;
+      case HubWorld::Peers::late_then_silent:
+        os << ", peers answer " << format_duration(delay) << " late, silent after half";
+        break;
+    }
+    os << ")";
   }
 };
 
@@ -558,7 +631,7 @@ RC_GTEST_PROP(ResumeHubProperty, StreamsAreContiguousOrResetQueuesBoundedClosesJ
   HubWorld world{model.config, model.epoch};
   rc::state::check(model, world,
                    rc::state::gen::execOneOfWithArgs<Publish, Publish, Publish, SubscribeAt, SubscribeAt, SendPong,
-                                                     Advance, Advance, Disconnect, Restart>());
+                                                     SendPong, Advance, Advance, Disconnect, Restart>());
   for (const auto& [mark, count] : world.marks()) RC_TAG(mark);
 }
 

@@ -429,6 +429,43 @@ TEST(ResumeHub, PongTimeoutCutsASilentPeerWithinPingIntervalPlusPongTimeout) {
   EXPECT_EQ(f.hub.next_deadline(), Instant::max());
 }
 
+// A round trip longer than the ping interval: the answer to one ping arrives
+// after the next was sent. The later ping is still outstanding, so the peer
+// that dies after that answer is cut a pong timeout after the later ping was
+// sent, not a ping interval further on (found by a swarm with 400 ms + 600 ms
+// of latency: silent peers cut 0.1-1.3 s past the dead-peer bound).
+TEST(ResumeHub, AnAnswerToAnOlderPingLeavesTheLaterPingTimingOut) {
+  HubFixture f;
+  const Instant subscribed = f.now;
+  f.subscribe(1, "a", Position{7, 0});
+  HubActions out = f.run_until(subscribed + 4_s);
+  const std::vector<uint64_t> pings = pings_to(out, 1);
+  ASSERT_EQ(pings.size(), 2u);  // at +2 s and +4 s
+  out = f.run_until(subscribed + 4500_ms);
+  f.hub.on_pong(1, Pong{pings[0], 0}, f.now, out);  // the first ping's answer, 2.5 s late; then silence
+  EXPECT_EQ(f.hub.next_deadline(), subscribed + 6_s);  // the next ping; the second times out at +8 s
+  out = f.run_until(subscribed + 8_s - 1_ns);
+  EXPECT_TRUE(closes(out).empty());
+  out = f.run_until(subscribed + 8_s);
+  ASSERT_EQ(closes(out).size(), 1u);
+  EXPECT_STREQ(closes(out)[0].reason, "pong timeout");
+}
+
+// Pongs answer their ping and every earlier one: the answer to the latest
+// clears them all, whatever was answered before.
+TEST(ResumeHub, AnAnswerToTheLatestPingAnswersEveryEarlierOne) {
+  HubFixture f;
+  const Instant subscribed = f.now;
+  f.subscribe(1, "a", Position{7, 0});
+  HubActions out = f.run_until(subscribed + 6_s - 1_ns);
+  const std::vector<uint64_t> pings = pings_to(out, 1);
+  ASSERT_EQ(pings.size(), 2u);  // at +2 and +4 s: the first times out at +6 s
+  f.hub.on_pong(1, Pong{pings[1], 0}, f.now, out);
+  out = f.run_until(subscribed + 10_s - 1_ns);  // the +6 s ping times out at +10 s
+  EXPECT_TRUE(closes(out).empty());
+  EXPECT_EQ(f.hub.subscriber_count(), 1u);
+}
+
 // A peer that answers every ping (late, but within the timeout) and reads what
 // it gets is never cut, whatever the pings and data in between.
 TEST(ResumeHub, APeerAnsweringWithinThePongTimeoutStaysOpen) {

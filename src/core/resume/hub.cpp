@@ -227,7 +227,14 @@ void Hub::on_pong(SubscriberId id, const Pong& pong, Instant now, HubActions& ou
   }
   // Pings are answered in order: an answer to this ping or a later one
   // proves the peer is alive. A window update (ping 0) proves nothing.
-  if (pong.ping != 0 && subscriber.ping_id != 0 && pong.ping >= subscriber.ping_id) subscriber.ping_id = 0;
+  // Only the pings up to the answered one: a later ping still outstanding
+  // keeps timing out from its own send time (with a round trip longer than
+  // the ping interval, the answer to one ping arrives after the next is sent).
+  if (pong.ping != 0) {
+    auto answered = subscriber.unanswered.begin();
+    while (answered != subscriber.unanswered.end() && answered->id <= pong.ping) ++answered;
+    subscriber.unanswered.erase(subscriber.unanswered.begin(), answered);
+  }
   touch(id);
 }
 
@@ -260,7 +267,7 @@ void Hub::close_all(uint16_t code, const char* reason, Instant now, HubActions& 
 
 Instant Hub::due_time(const Subscriber& subscriber) const {
   Instant due = subscriber.next_ping;
-  if (subscriber.ping_id != 0) due = std::min(due, subscriber.ping_sent + config_.pong_timeout);
+  if (!subscriber.unanswered.empty()) due = std::min(due, subscriber.unanswered.front().sent + config_.pong_timeout);
   if (!subscriber.queue.empty()) due = std::min(due, subscriber.queue.front().sent + config_.write_deadline);
   return due;
 }
@@ -277,7 +284,7 @@ void Hub::process(SubscriberId id, Instant now, HubActions& out) {
   auto it = subscribers_.find(id);
   if (it == subscribers_.end()) return;  // a stale entry of a closed subscriber
   Subscriber& subscriber = it->second;
-  if (subscriber.ping_id != 0 && subscriber.ping_sent + config_.pong_timeout <= now) {
+  if (!subscriber.unanswered.empty() && subscriber.unanswered.front().sent + config_.pong_timeout <= now) {
     out.push_back(HubMark{"hub.close_pong_timeout"});
     close(id, close_code::abnormal, "pong timeout", out);
     return;
@@ -292,10 +299,7 @@ void Hub::process(SubscriberId id, Instant now, HubActions& out) {
     // on the way from firing), but time out the oldest unanswered one: a
     // dead peer is cut within ping_interval + pong_timeout of going silent.
     const uint64_t ping = next_ping_id_++;
-    if (subscriber.ping_id == 0) {
-      subscriber.ping_id = ping;
-      subscriber.ping_sent = now;
-    }
+    subscriber.unanswered.push_back(SentPing{ping, now});
     subscriber.next_ping = now + config_.ping_interval;
     enqueue(id, subscriber, Ping{ping}, now, out);
   }

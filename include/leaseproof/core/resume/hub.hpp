@@ -116,12 +116,18 @@ class Hub {
     uint32_t bytes = 0;
     Instant sent;
   };
+  struct SentPing {
+    uint64_t id = 0;
+    Instant sent;
+  };
   struct Subscriber {
     std::string channel;
     std::deque<Queued> queue;  // sent, not yet consumed; oldest first
     uint64_t queued_bytes = 0;
-    uint64_t ping_id = 0;            // outstanding ping (0: none)
-    Instant ping_sent;
+    // Pings sent and not yet answered, oldest first. A pong answers its ping
+    // and every earlier one; the oldest left times out. Bounded: one is sent
+    // a ping interval, and the peer is cut a pong timeout after the oldest.
+    std::vector<SentPing> unanswered;
     Instant next_ping;
   };
 
