@@ -129,8 +129,17 @@ void WorkerProcess::poll_releases(Duration wait) {
   sim::NodeContext& context = *context_;
   context.set_timer(wait, "sqs.poll", [this] {
     if (manager_->draining()) return;
+    // Take only the notices this worker can act on: at capacity, none (they
+    // stay queued for a worker with room, or until this one has room again).
+    const uint32_t room = manager_->room();
+    if (room == 0) {
+      context_->note("mark", "worker.release_poll_skipped_full");
+      poll_releases(environment_.sqs_poll_interval);
+      return;
+    }
     ++sqs_in_flight_;
-    sqs_receive(*context_, environment_.sqs, environment_.release_queue, 10, kSqsVisibility, kSqsTimeout,
+    sqs_receive(*context_, environment_.sqs, environment_.release_queue, std::min<uint32_t>(room, 10), kSqsVisibility,
+                kSqsTimeout,
                 [this](const SqsReceiveReply* reply) {
                   --sqs_in_flight_;
                   // A non-empty answer may have left more behind: ask again at
@@ -139,12 +148,18 @@ void WorkerProcess::poll_releases(Duration wait) {
                   if (reply != nullptr) {
                     for (const SqsReceivedMessage& message : reply->messages) {
                       if (manager_->draining()) {
-                        hand_back(message);
+                        hand_back(message, "worker.release_notice_handed_back");
                         continue;
                       }
+                      bool taken = true;
                       run([&](lease::Actions& out) {
-                        manager_->on_released(message.body, clock_of(*context_), out);
+                        taken = manager_->on_released(message.body, clock_of(*context_), out);
                       });
+                      // Room taken since the receive (a sweep's acquires): another worker's.
+                      if (!taken) {
+                        hand_back(message, "worker.release_notice_no_room");
+                        continue;
+                      }
                       sqs_delete(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
                                  kSqsTimeout, [](const SqsDeleteReply*) {});
                     }
@@ -158,8 +173,8 @@ void WorkerProcess::poll_releases(Duration wait) {
   });
 }
 
-void WorkerProcess::hand_back(const SqsReceivedMessage& message) {
-  context_->note("mark", "worker.release_notice_handed_back");
+void WorkerProcess::hand_back(const SqsReceivedMessage& message, std::string_view mark) {
+  context_->note("mark", mark);
   ++sqs_in_flight_;
   sqs_change_visibility(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
                         Duration::zero(), kSqsTimeout, [this](const SqsChangeVisibilityReply*) {

@@ -152,41 +152,66 @@ void DeadPeerChecker::observe(const sim::TraceEvent& event) {
   }
   if (event.kind == EventKind::crash) {
     if (hubs_.contains(node)) {  // the hub's sessions die with it
-      open_.clear();
-      dead_since_.clear();
+      sessions_.clear();
       return;
     }
     const auto name = names_.find(node);
-    if (name != names_.end() && open_[name->second] > 0) dead_since_.emplace(name->second, event.true_time);
+    if (name != names_.end()) dead_since_.emplace(name->second, event.true_time);
     return;
   }
   if (event.kind != EventKind::note || (event.label != "upstream.open" && event.label != "upstream.close")) return;
   hubs_.insert(node);
   const text::Words words = text::split_words(event.detail);
   if (words.size() != 2) return;
+  const std::string_view channel = words[0];
   const std::string who{words[1]};
+  Sessions& sessions = sessions_[who];
+  auto on_channel = sessions.opened.find(channel);
   if (event.label == "upstream.open") {
-    ++open_[who];
+    if (on_channel == sessions.opened.end()) on_channel = sessions.opened.emplace(std::string{channel}, std::deque<Instant>{}).first;
+    on_channel->second.push_back(event.true_time);
+    ++sessions.open;
     return;
   }
-  uint64_t& open = open_[who];
-  if (open > 0) --open;
+  if (on_channel == sessions.opened.end() || on_channel->second.empty()) return;
+  const Instant opened = on_channel->second.front();
+  on_channel->second.pop_front();
+  if (on_channel->second.empty()) sessions.opened.erase(on_channel);
+  --sessions.open;
   const auto dead = dead_since_.find(who);
-  if (open != 0 || dead == dead_since_.end()) return;
-  const Duration took = event.true_time - dead->second;
-  ++cut_;
+  if (dead == dead_since_.end()) return;
+  judge(who, channel, opened, dead->second, event.true_time);
+  if (sessions.open == 0) ++cut_;
+}
+
+void DeadPeerChecker::judge(const std::string& who, std::string_view channel, Instant opened, Instant dead,
+                            Instant cut) {
+  const Instant since = std::max(opened, dead);
+  const Duration took = cut - since;
   slowest_ = std::max(slowest_, took);
-  if (took > bound_) {
-    violations_.push_back(fmt::format("dead peer: the hub cut {} {} after it crashed at {} (bound {})", who, took,
-                                      dead->second, bound_));
+  if (took <= bound_) return;
+  if (opened > dead) {
+    violations_.push_back(fmt::format("dead peer: the hub cut {}'s session on {} {} after opening it at {}, {} after "
+                                      "the subscriber crashed (bound {})",
+                                      who, channel, took, opened, opened - dead, bound_));
+  } else {
+    violations_.push_back(fmt::format("dead peer: the hub cut {} {} after it crashed at {} (session on {}; bound {})",
+                                      who, took, dead, channel, bound_));
   }
-  dead_since_.erase(dead);
 }
 
 void DeadPeerChecker::finish(Instant end) {
-  for (const auto& [who, since] : dead_since_) {
-    if (end - since > bound_) {
-      violations_.push_back(fmt::format("dead peer: the hub never cut {}, dead since {} (bound {})", who, since, bound_));
+  for (const auto& [who, dead] : dead_since_) {
+    const auto sessions = sessions_.find(who);
+    if (sessions == sessions_.end()) continue;
+    for (const auto& [channel, opened] : sessions->second.opened) {
+      for (const Instant open : opened) {
+        const Instant since = std::max(open, dead);
+        if (end - since > bound_) {
+          violations_.push_back(fmt::format("dead peer: the hub never cut {}'s session on {}, dead since {} (bound {})",
+                                            who, channel, since, bound_));
+        }
+      }
     }
   }
 }

@@ -95,6 +95,43 @@ TEST(LeaseManager, RespectsCapacityAndASecondWorkerTakesTheRest) {
   EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
 }
 
+// A release notice is acted on only with room for it; otherwise it is for
+// another worker (the runtime hands it back to the queue, docs/lease-core.md).
+TEST(LeaseManager, AReleaseNoticeWithoutRoomIsLeftForAnotherWorker) {
+  LeaseConfig config = articles();
+  config.capacity = 3;
+  LeaseWorld world{config, 2};
+  world.add_connections(4);
+  const size_t a = world.start_worker();
+  EXPECT_EQ(world.room(a), 3u);  // nothing held or asked for yet
+  world.run_for(6_s);
+  ASSERT_EQ(world.open_sessions(a), 3u);
+  EXPECT_EQ(world.room(a), 0u);
+  std::string spare;
+  for (const std::string& c : world.connections()) {
+    if (!world.lease(c) || world.lease(c)->owner.empty()) spare = c;
+  }
+  ASSERT_FALSE(spare.empty());
+  const int acquires = world.calls(a, RequestKind::acquire);
+  EXPECT_FALSE(world.notify(a, spare));
+  EXPECT_EQ(world.calls(a, RequestKind::acquire), acquires);  // nothing sent
+  const size_t b = world.start_worker();
+  world.run_for(1_ms);  // b's start sweep is on its way; it has room for the notice
+  EXPECT_GT(world.room(b), 0u);
+  EXPECT_TRUE(world.notify(b, spare));
+  std::string held;
+  for (const std::string& c : world.connections()) {
+    if (world.acting_owner(c) == a) held = c;
+  }
+  ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(world.notify(a, held)) << "a notice for a lease it holds is done with, room or not";
+  world.run_for(6_s);
+  EXPECT_EQ(world.open_sessions(b), 1u);
+  world.sigterm(b);
+  EXPECT_EQ(world.room(b), 0u);  // draining: no room
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
 TEST(LeaseManager, UnreachableDynamoClosesTheSessionAtTheDeadlineBeforeAnyoneElseAcquires) {
   LeaseWorld world{articles(), 3};
   world.add_connections(3);

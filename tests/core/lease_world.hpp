@@ -158,9 +158,13 @@ class LeaseWorld {
     if (workers_[i].paused_until > now_) return schedule(workers_[i].paused_until, Event{EventKind::sigterm, i, 0, {}});
     drive(i, [&](Clock now, Actions& out) { workers_[i].manager->on_sigterm(now, out); });
   }
-  void notify(size_t i, const std::string& connection) {
-    drive(i, [&](Clock now, Actions& out) { workers_[i].manager->on_released(connection, now, out); });
+  // What on_released answered: false when the worker had no room (or is not running).
+  bool notify(size_t i, const std::string& connection) {
+    bool taken = false;
+    drive(i, [&](Clock now, Actions& out) { taken = workers_[i].manager->on_released(connection, now, out); });
+    return taken;
   }
+  uint32_t room(size_t i) const { return workers_[i].manager->room(); }
   void checkpoint(size_t i, const std::string& connection, int64_t sequence) {
     drive(i, [&](Clock now, Actions& out) { workers_[i].manager->checkpoint(connection, sequence, now, out); });
   }
@@ -330,7 +334,8 @@ class LeaseWorld {
     if (event.kind == EventKind::sigterm) return sigterm(event.worker);
     if (event.kind == EventKind::notify) {
       if (w.paused_until > now_) return schedule(w.paused_until, event);
-      return notify(event.worker, event.connection);
+      notify(event.worker, event.connection);  // a worker without room ignores it; the others also got it
+      return;
     }
     auto it = in_flight_.find({event.worker, event.token});
     if (it == in_flight_.end()) return;

@@ -88,6 +88,18 @@ TEST(LeaseScenario, ADrainingWorkerHandsReleaseNoticesBackToTheQueue) {
   EXPECT_GE(counter_or_zero(result, "mark.worker.release_notice_handed_back"), 10u);
 }
 
+// Seed 34 with 5 workers of 12 connections each (50 connections): in a
+// rolling deploy, each new worker received ten notices at a time whatever its
+// room, and deleted those it could not act on; their connections waited for
+// the watchers (8 s, beyond the 3.5 s graceful bound). Now a worker asks SQS
+// for no more notices than it has room for, none when full, and hands back a
+// notice it finds no room for.
+TEST(LeaseScenario, AWorkerAtCapacityLeavesReleaseNoticesToWorkersWithRoom) {
+  const RunResult result = run("lease-swarm", 34, {{"capacity", 12}, {"workers", 5}}, 10_min);
+  EXPECT_TRUE(result.passed()) << first_violation(result);
+  EXPECT_GE(counter_or_zero(result, "mark.worker.release_poll_skipped_full"), 1u);
+}
+
 // The articles' algorithm: a worker whose clock runs 16 s fast (lease 20 s,
 // heartbeat 5 s) takes leases that are still held: the checker catches it.
 TEST(LeaseScenario, SeedAlgorithmBreaksWithAClock16SecondsFast) {

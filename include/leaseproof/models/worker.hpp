@@ -77,10 +77,11 @@ class WorkerProcess final : public sim::Process {
   void apply(lease::Actions& actions);
   void schedule_timer();
   void poll_releases(Duration wait);
-  // Release notices this worker will not act on (it is draining) go back to
-  // the queue at once, for a worker that will; deleting them would leave
-  // their connections to the watchers and sweeps.
-  void hand_back(const SqsReceivedMessage& message);
+  // Release notices this worker will not act on (it is draining, or has no
+  // room) go back to the queue at once, for a worker that will; deleting them
+  // would leave their connections to the watchers and sweeps. `mark` says why.
+  // A worker at capacity does not receive at all (poll_releases).
+  void hand_back(const SqsReceivedMessage& message, std::string_view mark);
   // A drained worker exits once no SQS receive or hand-back of its own is in
   // flight: a receive that reached SQS after the exit would hide the notices
   // it took for a whole visibility timeout.

@@ -7,8 +7,10 @@
 //                       order, with no hole, except ranges a typed reset
 //                       (resume.reset in the trace) declared lost; with a
 //                       quiet end, every required connection is caught up.
-//   DeadPeerChecker     a subscriber whose process crashed is cut by the hub
-//                       within ping interval + pong timeout (+ slack).
+//   DeadPeerChecker     every hub session of a subscriber whose process
+//                       crashed is cut within ping interval + pong timeout
+//                       (+ slack) of the crash, or of the session's open if
+//                       the hub opened it after the crash.
 //
 // The sink is observed as DynamoDB Streams would show it: every accepted
 // write to the sink table, in commit order (DynamoStore::set_stream), which
@@ -16,10 +18,12 @@
 // trace: hub.epoch and hub.publish (the hub), resume.reset (the clients).
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -73,6 +77,11 @@ class ExactlyOnceChecker {
   std::map<std::string, uint64_t, std::less<>> resets_by_kind_;
 };
 
+// Dead-peer detection: every hub session of a crashed subscriber is cut
+// within `bound` of the moment the hub could first know: the crash, or the
+// session's open if the subscribe was still on its way when the subscriber
+// crashed (the hub then opens a session for a dead process). Sessions are
+// matched by (subscriber, channel), oldest first.
 class DeadPeerChecker {
  public:
   // `bound`: ping interval + pong timeout + the network's slack.
@@ -82,16 +91,22 @@ class DeadPeerChecker {
   void finish(Instant end);
 
   const std::vector<std::string>& violations() const { return violations_; }
-  uint64_t cut() const { return cut_; }          // dead subscribers the hub cut
-  Duration slowest() const { return slowest_; }  // longest time from death to cut
+  uint64_t cut() const { return cut_; }          // dead subscribers the hub cut (all their sessions)
+  Duration slowest() const { return slowest_; }  // longest time from death (or a later open) to cut
   std::string summary() const;
 
  private:
   std::function<std::string(NodeId)> namer_;
   std::map<uint32_t, std::string> names_;          // node -> "name#incarnation" of its process
   std::set<uint32_t> hubs_;                         // nodes that wrote upstream.* notes
-  std::map<std::string, uint64_t> open_;           // hub sessions open by subscriber name
-  std::map<std::string, Instant> dead_since_;      // crashed subscribers with sessions open
+  struct Sessions {
+    std::map<std::string, std::deque<Instant>, std::less<>> opened;  // by channel: open times, oldest first
+    uint64_t open = 0;
+  };
+  void judge(const std::string& who, std::string_view channel, Instant opened, Instant dead, Instant cut);
+
+  std::map<std::string, Sessions> sessions_;  // hub sessions open, by subscriber name
+  std::map<std::string, Instant> dead_since_;  // crashed subscribers (with or without sessions)
   std::vector<std::string> violations_;
   Duration bound_;
   uint64_t cut_ = 0;

@@ -37,6 +37,10 @@ bool LeaseManager::has_room() const {
   return !draining_ && held_count_ + acquiring_.size() < config_.capacity;
 }
 
+uint32_t LeaseManager::room() const {
+  return has_room() ? static_cast<uint32_t>(config_.capacity - held_count_ - acquiring_.size()) : 0;
+}
+
 void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out,
                            bool from_index) {
   if (!has_room() || holds(connection) || acquiring_.contains(connection)) return;
@@ -115,9 +119,12 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   if (draining_) release(pending.connection, ours, now, out);  // acquired while draining: hand it back
 }
 
-void LeaseManager::on_released(std::string_view connection, Clock now, Actions& out) {
+bool LeaseManager::on_released(std::string_view connection, Clock now, Actions& out) {
   expire_deadlines(now, out);
+  if (holds(connection) || acquiring_.contains(connection)) return true;
+  if (!has_room()) return false;
   acquire(connection, AcquireBasis{}, now, out);
+  return true;
 }
 
 // ---- watching ------------------------------------------------------------------

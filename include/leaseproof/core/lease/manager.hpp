@@ -80,8 +80,12 @@ class LeaseManager {
   void start(Clock now, Actions& out);
   // The answer to a DynamoCall, or nullptr when it timed out (ambiguous).
   void on_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
-  // Another worker released this connection (e.g. an SQS message).
-  void on_released(std::string_view connection, Clock now, Actions& out);
+  // Another worker released this connection (e.g. an SQS message). False
+  // when this worker has no room for it (at capacity, or draining): the
+  // notice is for another worker, so the runtime hands it back to the queue
+  // instead of deleting it. True when acted on (or already held or being
+  // acquired here): the notice is done with.
+  bool on_released(std::string_view connection, Clock now, Actions& out);
   void on_timer(Clock now, Actions& out);
   // Stop every session, release every lease, announce the releases, then
   // DrainComplete. Nothing is acquired after this.
@@ -92,6 +96,9 @@ class LeaseManager {
   // Monotonic time of the next on_timer() call needed; Instant::max() if none.
   Instant next_deadline() const;
   uint32_t active_connections() const;  // open sessions: the ActiveConnections metric
+  // Connections this worker may still start acquiring (0 while draining):
+  // how many release notices it can act on.
+  uint32_t room() const;
   // Connections this manager keeps state for (held, watched, or due to be
   // looked at): bounded by those, not by every connection it ever met.
   size_t tracked_connections() const { return slots_.size(); }
