@@ -12,7 +12,6 @@ namespace {
 
 constexpr std::string_view kOpen = "upstream.open";
 constexpr std::string_view kClose = "upstream.close";
-constexpr Duration kSqsTimeout = Duration::from_s(1);
 constexpr Duration kSqsVisibility = Duration::from_s(30);
 
 lease::Clock clock_of(const sim::NodeContext& context) { return lease::Clock{context.wall(), context.monotonic()}; }
@@ -81,7 +80,7 @@ void WorkerProcess::apply(lease::Actions& actions) {
       // Group by connection (FIFO order per connection only); deduplicate a
       // retried send of the same release.
       sqs_send(context, environment_.sqs, environment_.release_queue, notify->connection,
-               fmt::format("{}@{}", notify->connection, worker_id_), notify->connection, kSqsTimeout,
+               fmt::format("{}@{}", notify->connection, worker_id_), notify->connection, environment_.sqs_timeout,
                [](const SqsSendReply*) {});
     } else if (std::holds_alternative<lease::DrainComplete>(action)) {
       exit_when_sqs_idle();
@@ -139,7 +138,7 @@ void WorkerProcess::poll_releases(Duration wait) {
     }
     ++sqs_in_flight_;
     sqs_receive(*context_, environment_.sqs, environment_.release_queue, std::min<uint32_t>(room, 10), kSqsVisibility,
-                kSqsTimeout,
+                environment_.sqs_timeout,
                 [this](const SqsReceiveReply* reply) {
                   --sqs_in_flight_;
                   // A non-empty answer may have left more behind: ask again at
@@ -161,7 +160,7 @@ void WorkerProcess::poll_releases(Duration wait) {
                         continue;
                       }
                       sqs_delete(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
-                                 kSqsTimeout, [](const SqsDeleteReply*) {});
+                                 environment_.sqs_timeout, [](const SqsDeleteReply*) {});
                     }
                   }
                   if (drained_) {
@@ -177,7 +176,7 @@ void WorkerProcess::hand_back(const SqsReceivedMessage& message, std::string_vie
   context_->note("mark", mark);
   ++sqs_in_flight_;
   sqs_change_visibility(*context_, environment_.sqs, environment_.release_queue, message.receipt_handle,
-                        Duration::zero(), kSqsTimeout, [this](const SqsChangeVisibilityReply*) {
+                        Duration::zero(), environment_.sqs_timeout, [this](const SqsChangeVisibilityReply*) {
                           --sqs_in_flight_;
                           if (drained_) exit_when_sqs_idle();
                         });

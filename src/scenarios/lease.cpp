@@ -108,11 +108,21 @@ models::DynamoStoreOptions store_options(const LeaseScenarioOptions& options) {
 using properties::GapCause;
 using properties::RecoveryBound;
 
+// Every link's latency: the configured base and jitter, plus a rare slow tail.
+sim::LatencyDistribution link_latency(const LeaseScenarioOptions& o) {
+  return sim::LatencyDistribution{o.latency, o.jitter, Ratio{1, 200}, Duration::from_ms(200)};
+}
+
 // The recovery-time bound of each kind of ownerless gap, term by term
 // (DESIGN.md section 4): what the configuration allows, not what we hope.
+
 std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o) {
   const lease::LeaseConfig& c = o.lease;
-  const Duration round_trips = Duration::from_s(1);      // a read and an acquire, with the slow tail
+  // Network terms are counted in one-way delays, each at most the links'
+  // largest (latency + jitter + slow tail: 205 ms with the defaults), so the
+  // bounds hold whatever latency a run is given.
+  const Duration one_way = link_latency(o).max();
+  const std::pair<std::string, Duration> round_trips{"network (4 one-way delays)", one_way * 4};  // a read and an acquire
   const Duration gsi_lag = Duration::from_s(5) + Duration::from_ms(105);  // the model's worst GSI lag
   const Duration skew = o.skew_max * 2 + o.fast_worker_offset;
   const bool seed = c.algorithm == lease::Algorithm::seed;
@@ -123,7 +133,7 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
                         {"max skew", skew},
                         {"GSI lag", gsi_lag},
                         {"timed-out requests", c.request_timeout * 2},
-                        {"round trips", round_trips}}};
+                        round_trips}};
   if (c.algorithm == lease::Algorithm::core && c.expiry_mode == lease::ExpiryMode::counter) {
     expiry.terms.insert(expiry.terms.begin() + 2, {"watch interval", c.watch_interval});
   }
@@ -133,13 +143,19 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
     graceful = RecoveryBound{{{"reconcile interval", c.reconcile_interval},
                               {"reconcile jitter", c.reconcile_jitter_max},
                               {"GSI lag", gsi_lag},
-                              {"round trips", round_trips}}};
-  } else if (o.loss.is_zero()) {
-    graceful = RecoveryBound{{{"release notice (SQS poll)", Duration::from_ms(500)},
-                              {"acquire", c.request_timeout},
-                              {"round trips", round_trips}}};
+                              round_trips}};
+  } else if (const models::WorkerEnvironment worker;
+             o.loss.is_zero() && one_way * 2 < std::min(c.request_timeout, worker.sqs_timeout)) {
+    // The release and its reply, the notice to SQS, the reply to a receive
+    // that just missed it, the next receive and its reply, the acquire and
+    // its reply: 8 one-way delays, and up to one poll interval between.
+    graceful = RecoveryBound{{{"release notice (SQS poll)", worker.sqs_poll_interval},
+                              {"network (8 one-way delays)", one_way * 8}}};
   } else {
-    graceful = expiry;  // a lost notice falls back to the watchers and sweeps
+    // A lost notice, or a reply later than its caller waits (a release or an
+    // acquire whose outcome is unknown; a receive whose notices stay hidden
+    // for the visibility timeout), falls back to the watchers and sweeps.
+    graceful = expiry;
   }
   return {{GapCause::crash, expiry}, {GapCause::pause, expiry}, {GapCause::lease_lost, expiry},
           {GapCause::graceful, graceful}};
@@ -371,8 +387,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   });
 
   const LeaseScenarioOptions& o = options;
-  world.set_default_link(sim::LinkConfig{sim::LatencyDistribution{o.latency, o.jitter, Ratio{1, 200}, Duration::from_ms(200)},
-                                         o.loss, false});
+  world.set_default_link(sim::LinkConfig{link_latency(o), o.loss, false});
   models::DynamoStore store{store_options(o), sim::derive_seed(config.seed, "lease/dynamo")};
   models::SqsState sqs_state;
   sqs_state.create_queue("releases");
@@ -388,8 +403,12 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   }
 
   const bool seed_algorithm = o.lease.algorithm == lease::Algorithm::seed;
-  models::WorkerEnvironment environment{o.lease, dynamo, sqs, upstream, "releases", !seed_algorithm,
-                                        Duration::from_ms(500), {}, {}};
+  models::WorkerEnvironment environment;  // SQS poll interval and timeout: the defaults recovery_bounds() uses
+  environment.config = o.lease;
+  environment.dynamo = dynamo;
+  environment.sqs = sqs;
+  environment.upstream = upstream;
+  environment.notify_releases = !seed_algorithm;
   if (o.stream.enabled) {
     streaming = start_streaming(world, o, store, environment);
     hub_shared = &streaming->hub;
@@ -423,8 +442,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   // The liveness phase runs with every fault healed: no more loss, no more
   // throttling, no fault site firing (scheduled faults already end by then).
   world.at(Instant::zero() + o.healed_at(), [&world, &store, &o] {
-    world.set_every_link(sim::LinkConfig{sim::LatencyDistribution{o.latency, o.jitter, Ratio{1, 200}, Duration::from_ms(200)},
-                                         Ratio::zero(), false});
+    world.set_every_link(sim::LinkConfig{link_latency(o), Ratio::zero(), false});
     store.set_throttling(false);
     world.faults().heal();
   });

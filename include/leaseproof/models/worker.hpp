@@ -37,6 +37,7 @@ struct WorkerEnvironment {
   std::string release_queue = "releases";
   bool notify_releases = true;  // the seed algorithm does not use SQS
   Duration sqs_poll_interval = Duration::from_ms(500);
+  Duration sqs_timeout = Duration::from_s(1);  // an SQS call's caller gives up after this
   std::optional<StreamEnvironment> stream;  // none: sessions are only announced to `upstream`
   // Fault sites the core reaches through its FaultHook, by name.
   std::map<std::string, sim::FaultSiteId, LexLess> fault_sites;
