@@ -308,8 +308,9 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
   });
   streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
       [&world](NodeId node) { return std::string{world.node_name(node)}; },
-      // A pong sent just before the death still arrives, up to one network
-      // delay later (latency, slow tail, a TCP retransmission): 500 ms.
+      // The hub times out the first ping left unanswered, sent at most a ping
+      // interval after the death (or the session's open): the network adds
+      // nothing. 500 ms of slack covers the hub clock's rate error.
       s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(500));
   world.trace().add_observer([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
