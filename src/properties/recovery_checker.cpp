@@ -199,11 +199,14 @@ const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Dur
   const Instant from = gap.began - bound;
   // A crash or pause of the owner is the gap's cause, not an excuse. A
   // graceful release, though, needs the owner to reach DynamoDB and SQS: a
-  // fault at the owner's node (a partition, say) does excuse it.
+  // fault at the owner's node (a partition, say) does excuse it. So does a
+  // fault there that begins after the gap did: the owner's node crashing
+  // again once restarted is a new fault (with one worker, it is the one that
+  // would recover), like a fault anywhere else.
   const bool graceful = gap.cause == GapCause::graceful;
   const NodeId owner = gap.last_owner && !graceful ? gap.last_owner->node : kNoNode;
   for (const FaultWindow& window : windows_) {
-    const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner);
+    const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner) && window.start <= gap.began;
     if (!at_owner && window.start <= until && window.end >= from) return &window;
   }
   return nullptr;

@@ -405,7 +405,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   if (r.has("stream")) {
     if (std::string error = apply_stream_parameters(parameters["stream"], options.stream); !error.empty()) return error;
   }
-  return options.validate();
+  return {};
 }
 
 namespace {

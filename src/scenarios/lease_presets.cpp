@@ -1,6 +1,9 @@
 // The named lease scenarios.
 #include <leaseproof/scenarios/lease.hpp>
 
+#include <utility>
+#include <vector>
+
 #include <leaseproof/sim/prng.hpp>
 
 namespace leaseproof::scenarios {
@@ -219,12 +222,49 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   return o;
 }
 
+namespace {
+
+// The swarm's faults are drawn for its own fleet (3-5 workers, 50
+// connections) and heal time; parameters may give fewer workers or
+// connections, or an earlier heal. Drawn faults (those the parameters do not
+// give) then follow: worker and connection numbers wrap around, and what
+// would fall after the heal is dropped, by the same rules the draws follow.
+// Without such parameters this changes nothing.
+void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& o) {
+  const Duration heal = o.healed_at();
+  const auto given = [&](const char* field) { return parameters.contains(field); };
+  const nlohmann::json no_stream = nlohmann::json::object();
+  const nlohmann::json& stream = parameters.contains("stream") && parameters["stream"].is_object() ? parameters["stream"]
+                                                                                                     : no_stream;
+  const auto stream_given = [&](const char* field) { return stream.contains(field); };
+  for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions}}) {
+    if (given(field)) continue;
+    std::erase_if(*faults, [&](const WorkerFault& f) { return f.at + f.length > heal; });
+    for (WorkerFault& f : *faults) f.worker %= o.workers;
+  }
+  if (!given("stops")) {
+    std::erase_if(o.stops, [&](const ConnectionStop& stop) { return o.connections == 0 || stop.at > heal; });
+    for (ConnectionStop& stop : o.stops) stop.connection %= o.connections;
+  }
+  if (!given("deploy_at") && o.deploy_at && *o.deploy_at + D::from_min(2) > heal) o.deploy_at.reset();
+  StreamOptions& s = o.stream;
+  const auto after_heal = [&](Duration at) { return at > heal; };
+  if (!stream_given("hub_crashes")) std::erase_if(s.hub_crashes, after_heal);
+  if (!stream_given("mass_closes")) std::erase_if(s.mass_closes, after_heal);
+  for (auto [field, faults] : {std::pair{"cuts", &s.cuts}, std::pair{"hub_slow", &s.hub_slow}}) {
+    if (!stream_given(field)) std::erase_if(*faults, [&](const TimedFault& f) { return f.at + f.length > heal; });
+  }
+}
+
+}  // namespace
+
 // The swarm's clocks depend on the algorithm, which parameters may change:
 // drawn after the parameters are applied. A clock field the parameters give
 // is kept as given (to_parameters makes every drawn fault explicit).
 void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& parameters,
                    LeaseScenarioOptions& options) {
   if (name != "lease-swarm") return;
+  if (options.workers > 0) fit_swarm_to_parameters(parameters, options);
   LeaseScenarioOptions drawn = options;
   swarm_clocks(seed, options, drawn);
   if (!parameters.contains("skew_max")) options.skew_max = drawn.skew_max;

@@ -408,6 +408,32 @@ TEST(RecoveryChecker, FaultsAtTheLastOwnerOrLongBeforeDoNotExcuse) {
   EXPECT_THAT(checker.violations()[0], HasSubstr("ownerless for 30s after crash of w1#1, from @40s to @1m10s"));
 }
 
+// One worker: it crashes (the gap's cause), restarts, and crashes again
+// before it has recovered the lease. The second crash is a new fault.
+TEST(RecoveryChecker, TheOwnersNodeCrashingAgainDuringTheGapExcusesIt) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(10_s).crash(kW1);
+  trace.at(15_s).restart(kW1, 2);
+  trace.at(25_s).crash(kW1);
+  trace.at(30_s).restart(kW1, 3);
+  trace.at(45_s).open(kW1, "c1", 2);
+  const RecoveryChecker checker = run_recovery(trace, Instant::zero() + 60_s);
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  ASSERT_EQ(checker.excused().size(), 1u);
+  EXPECT_THAT(checker.excused()[0], HasSubstr("ownerless for 35s after crash of w1#1"));
+
+  // Without the second crash the same 35 s gap is a violation.
+  TraceBuilder once = workers_started();
+  once.at(0_s).started("c1");
+  once.at(1_s).open(kW1, "c1", 1);
+  once.at(10_s).crash(kW1);
+  once.at(15_s).restart(kW1, 2);
+  once.at(45_s).open(kW1, "c1", 2);
+  EXPECT_EQ(run_recovery(once, Instant::zero() + 60_s).violations().size(), 1u);
+}
+
 TEST(RecoveryChecker, DeclaredFaultWindowExcusesTheGap) {
   RecoveryChecker checker(namer(), bounds());
   crash_then_takeover(40_s).feed(checker);

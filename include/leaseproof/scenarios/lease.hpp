@@ -103,6 +103,8 @@ struct LeaseScenarioOptions {
 
 // Applies a JSON object of parameters on top of `options` (fields as in
 // docs/scenarios.md); unknown fields and bad values are errors naming the field.
+// The options as a whole (fields that must agree) are checked by validate(),
+// once the preset has fitted its draws to them (finish_preset).
 std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& options);
 
 // Every parameter of `options` (all but the duration, which is the run's
