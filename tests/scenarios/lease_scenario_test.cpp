@@ -7,6 +7,7 @@
 #include <string>
 
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/scenarios/lease.hpp>
 #include <leaseproof/scenarios/scenario.hpp>
 
 #include "scenario_test_support.hpp"
@@ -98,6 +99,43 @@ TEST(LeaseScenario, AWorkerAtCapacityLeavesReleaseNoticesToWorkersWithRoom) {
   const RunResult result = run("lease-swarm", 34, {{"capacity", 12}, {"workers", 5}}, 10_min);
   EXPECT_TRUE(result.passed()) << first_violation(result);
   EXPECT_GE(counter_or_zero(result, "mark.worker.release_poll_skipped_full"), 1u);
+}
+
+// The swarm draws its faults for 3-5 workers, 50 connections and a heal at
+// 8 minutes; parameters that shrink the fleet or heal earlier get faults that
+// fit (before, seeds failed validation or reported faults after the heal).
+TEST(LeaseScenario, SwarmFaultsFitTheFleetAndHealTimeTheParametersGive) {
+  const json shrunk = {{"workers", 1}, {"connections", 3}, {"heal_at", "2m"}};
+  size_t dropped = 0;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    RunConfig config;
+    config.seed = seed;
+    config.parameters = shrunk;
+    LeaseScenarioOptions options;
+    ASSERT_EQ(derive_lease_options("lease-swarm", config, options), "") << "seed " << seed;
+    for (const auto* faults : {&options.pauses, &options.partitions}) {
+      for (const WorkerFault& f : *faults) {
+        EXPECT_EQ(f.worker, 0u);
+        EXPECT_LE(f.at + f.length, Duration::from_min(2));
+      }
+    }
+    for (const ConnectionStop& stop : options.stops) EXPECT_LT(stop.connection, 3u);
+    for (const Duration at : options.stream.hub_crashes) EXPECT_LE(at, Duration::from_min(2));
+    RunConfig plain;
+    plain.seed = seed;
+    LeaseScenarioOptions drawn;
+    ASSERT_EQ(derive_lease_options("lease-swarm", plain, drawn), "");
+    dropped += drawn.pauses.size() + drawn.partitions.size() - options.pauses.size() - options.partitions.size();
+  }
+  EXPECT_GT(dropped, 0u);  // faults after the earlier heal were there to drop
+
+  // Explicit faults are kept as given, and checked.
+  RunConfig explicit_stop;
+  explicit_stop.seed = 1;
+  explicit_stop.parameters = {{"connections", 3}, {"stops", json::array({{{"connection", 7}, {"at", "1m"}}})}};
+  LeaseScenarioOptions options;
+  EXPECT_EQ(derive_lease_options("lease-swarm", explicit_stop, options),
+            "a stop names connection 7 but there are 3 connections");
 }
 
 // The articles' algorithm: a worker whose clock runs 16 s fast (lease 20 s,

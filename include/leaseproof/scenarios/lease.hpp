@@ -120,8 +120,10 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& options);
 std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t seed,
                                                  std::optional<Duration> duration = std::nullopt);
 
-// Draws what depends on the final parameters (the swarm's clock faults);
-// fields that `parameters` names explicitly are kept as given.
+// Fits the swarm's drawn faults to the final fleet and heal time (worker and
+// connection numbers wrap, faults after the heal are dropped) and draws what
+// depends on the final parameters (the swarm's clock faults); fields that
+// `parameters` names explicitly are kept as given.
 void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& parameters,
                    LeaseScenarioOptions& options);
 
