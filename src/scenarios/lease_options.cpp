@@ -12,9 +12,16 @@ namespace leaseproof::scenarios {
 
 namespace {
 
-std::string validate_stream(const StreamOptions& s, Duration duration) {
+std::string validate_stream(const StreamOptions& s, Duration duration, Duration latency) {
   if (!s.enabled) return {};
   if (std::string error = s.hub.validate(); !error.empty()) return "stream." + error;
+  // A ping and its pong cross every hop twice (worker, relay, hub).
+  const Duration round_trip = latency * (s.relay_idle ? 4 : 2);
+  if (round_trip >= s.hub.pong_timeout) {
+    return fmt::format("stream.pong_timeout ({}) must be longer than the shortest ping round trip ({}: latency {} x {} "
+                       "hops): every live subscriber would be cut",
+                       s.hub.pong_timeout, round_trip, latency, s.relay_idle ? 4 : 2);
+  }
   if (std::string error = s.client.validate(); !error.empty()) return "stream." + error;
   if (s.publish_interval <= Duration::zero()) return "stream.publish_interval must be positive";
   if (s.message_bytes == 0 || s.message_bytes > (1u << 20)) {
@@ -49,6 +56,11 @@ std::string LeaseScenarioOptions::validate() const {
   if (skew_max.is_negative()) return "skew_max must not be negative";
   if (drift_ppm_max < 0 || drift_ppm_max > 100'000) return fmt::format("drift_ppm_max ({}) must be 0..100000", drift_ppm_max);
   if (latency.is_negative() || jitter.is_negative()) return "latency and jitter must not be negative";
+  if (latency * 2 >= lease.request_timeout) {
+    return fmt::format("latency ({}) must be under half of request_timeout ({}): every round trip takes at least "
+                       "2 x latency, so no request would be answered in time",
+                       latency, lease.request_timeout);
+  }
   if (!loss.is_probability()) return fmt::format("loss ({}) must be a probability (at most 1)", loss);
   if (crash_every.is_negative()) return "crash_every must not be negative";
   if (restart_after.is_negative()) return "restart_after must not be negative";
@@ -74,7 +86,7 @@ std::string LeaseScenarioOptions::validate() const {
   if (throttle_partition_wcu_per_s < 0) return "throttle_partition_wcu_per_s must not be negative";
   if (autoscale_target <= 0) return "autoscale_target must be positive";
   if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) return "heal_at must be within the run";
-  return validate_stream(stream, duration);
+  return validate_stream(stream, duration, latency);
 }
 
 std::string LeaseScenarioOptions::beyond_assumptions() const {

@@ -224,6 +224,24 @@ TEST(LeaseScenario, BadParametersNameTheField) {
   EXPECT_NE(scenario->validate(config).find("length"), std::string::npos);
 }
 
+// A network no request could cross in time is an impossible configuration,
+// not a run full of timeouts.
+TEST(LeaseScenario, LatencyNoReplyCouldBeatIsRejected) {
+  RunConfig config;
+  config.parameters = {{"latency", "1s"}};  // request_timeout 2 s
+  EXPECT_EQ(find_scenario("lease-steady")->validate(config),
+            "latency (1s) must be under half of request_timeout (2s): every round trip takes at least 2 x latency, "
+            "so no request would be answered in time");
+  config.parameters = {{"latency", "999ms"}};
+  EXPECT_EQ(find_scenario("lease-steady")->validate(config), "");
+  config.parameters = {{"latency", "600ms"}, {"stream", {{"relay_idle", "30s"}, {"pong_timeout", "2400ms"}}}};
+  EXPECT_EQ(find_scenario("lease-steady")->validate(config),
+            "stream.pong_timeout (2.4s) must be longer than the shortest ping round trip (2.4s: latency 600ms x 4 "
+            "hops): every live subscriber would be cut");
+  config.parameters = {{"latency", "600ms"}, {"stream", {{"relay_idle", "30s"}, {"pong_timeout", "2401ms"}}}};
+  EXPECT_EQ(find_scenario("lease-steady")->validate(config), "");
+}
+
 TEST(LeaseScenario, SameSeedSameTrace) {
   const RunResult a = run("lease-swarm", 9, json::object(), 5_min);
   const RunResult b = run("lease-swarm", 9, json::object(), 5_min);
