@@ -177,6 +177,7 @@ void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
       close_window({EventKind::crash, event.node, kNoNode}, at, fmt::format("crash of {}", name(event.node)));
       break;
     case EventKind::fault:
+      if (std::find(ignored_sites_.begin(), ignored_sites_.end(), event.label) != ignored_sites_.end()) break;
       windows_.push_back(
           FaultWindow{at, at, fmt::format("fault {} at {}", event.label, name(event.node)), event.node, kNoNode});
       break;
@@ -189,6 +190,10 @@ void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
       break;
   }
 }
+
+void RecoveryChecker::ignore_faults_at(NodeId node) { ignored_nodes_.push_back(node); }
+
+void RecoveryChecker::ignore_fault_site(std::string site) { ignored_sites_.push_back(std::move(site)); }
 
 void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string label) {
   LP_ASSERT_LE(start, end);
@@ -205,7 +210,11 @@ const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Dur
   // would recover), like a fault anywhere else.
   const bool graceful = gap.cause == GapCause::graceful;
   const NodeId owner = gap.last_owner && !graceful ? gap.last_owner->node : kNoNode;
+  const auto ignored = [&](NodeId node) {
+    return node.valid() && std::find(ignored_nodes_.begin(), ignored_nodes_.end(), node) != ignored_nodes_.end();
+  };
   for (const FaultWindow& window : windows_) {
+    if (ignored(window.node) || ignored(window.peer)) continue;
     const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner) && window.start <= gap.began;
     if (!at_owner && window.start <= until && window.end >= from) return &window;
   }

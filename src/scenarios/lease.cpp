@@ -416,6 +416,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   }
   environment.fault_sites["lease.renew.skip"] =
       world.faults().declare({"lease.renew.skip", Ratio{1, 2}, {Ratio{1, 1000}, Ratio{1, 100}}});
+  // Leases never go through the hub or the relay, and a skipped renew acts on
+  // one lease of its worker: neither can delay another lease's recovery.
+  checkers.ignore_fault_site("lease.renew.skip");
+  checkers.ignore_faults_at(upstream);
+  if (streaming && streaming->via != upstream) checkers.ignore_faults_at(streaming->via);
   models::ControlEnvironment control{o.lease, dynamo, sqs, "releases", !seed_algorithm, {}};
   for (uint32_t i = 0; i < o.connections; ++i) control.plan.steps.push_back({Duration::zero(), true, fmt::format("c{}", i)});
   std::vector<ConnectionStop> stops = o.stops;

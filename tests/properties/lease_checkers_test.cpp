@@ -434,6 +434,39 @@ TEST(RecoveryChecker, TheOwnersNodeCrashingAgainDuringTheGapExcusesIt) {
   EXPECT_EQ(run_recovery(once, Instant::zero() + 60_s).violations().size(), 1u);
 }
 
+// Faults declared irrelevant to leases excuse nothing: a cut between a
+// worker and the upstream hub, a fault site acting on one lease elsewhere.
+TEST(RecoveryChecker, FaultsDeclaredIrrelevantExcuseNothing) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(10_s).crash(kW1);
+  trace.at(20_s).partition(kW2, kUpstream, true);
+  trace.at(25_s).partition(kW2, kUpstream, false);
+  trace.at(30_s).fault(kW3, "lease.renew.skip");
+  trace.at(40_s).open(kW2, "c1", 2);  // 30 s: beyond 28.5 s
+  const RecoveryChecker counted = run_recovery(trace, Instant::zero() + 60_s);
+  EXPECT_EQ(counted.excused_count(), 1u);
+  EXPECT_TRUE(counted.violations().empty());
+
+  RecoveryChecker checker(namer(), bounds());
+  checker.ignore_faults_at(kUpstream);
+  checker.ignore_fault_site("lease.renew.skip");
+  trace.feed(checker);
+  checker.finish(Instant::zero() + 60_s);
+  EXPECT_EQ(checker.excused_count(), 0u);
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0], HasSubstr("ownerless for 30s after crash of w1#1"));
+
+  // Each alone still leaves the other one to excuse the gap.
+  RecoveryChecker only_node(namer(), bounds());
+  only_node.ignore_faults_at(kUpstream);
+  trace.feed(only_node);
+  only_node.finish(Instant::zero() + 60_s);
+  ASSERT_EQ(only_node.excused().size(), 1u);
+  EXPECT_THAT(only_node.excused()[0], HasSubstr("fault lease.renew.skip at w3"));
+}
+
 TEST(RecoveryChecker, DeclaredFaultWindowExcusesTheGap) {
   RecoveryChecker checker(namer(), bounds());
   crash_then_takeover(40_s).feed(checker);

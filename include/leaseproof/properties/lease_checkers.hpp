@@ -300,8 +300,10 @@ struct CauseStatistics {
 //
 // Excusal rule: a gap is judged against its cause's bound only if no fault
 // window overlaps [gap start - bound, gap end], not counting windows at the
-// gap's last owner's node (its own crash, pause, partitions, clogs, faults,
-// clock steps: those are the gap's own cause). Otherwise it is excused:
+// gap's last owner's node that began by the gap's start (its own crash,
+// pause, partitions, clogs, faults, clock steps: those are the gap's own
+// cause), nor the faults declared irrelevant (ignore_faults_at,
+// ignore_fault_site). Otherwise it is excused:
 // counted and listed, never a violation. Windows observed: partition and clog
 // (start to end), pause (to resume) and crash (to restart) of a node, fault
 // and clock_step (one instant), and those added by add_fault_window.
@@ -312,6 +314,12 @@ class RecoveryChecker {
   void observe(const sim::TraceEvent& event);
   // E.g. DynamoDB throttling; `end` may be Instant::max() for "until the end".
   void add_fault_window(Instant start, Instant end, std::string label);
+  // Faults that cannot delay a lease's recovery, so excuse no gap: those at
+  // `node` or on its links (the upstream hub, a relay: leases never go
+  // through them), and firings of the fault site `site` (one that acts on a
+  // single lease of its worker, whose loss is then that gap's own cause).
+  void ignore_faults_at(NodeId node);
+  void ignore_fault_site(std::string site);
   // Settles the last instant and judges every gap (once; later calls do nothing).
   void finish(Instant end);
   // Every STARTED connection must have an acting owner throughout
@@ -373,6 +381,8 @@ class RecoveryChecker {
   std::vector<OwnerlessGap> gaps_;
   std::vector<FaultWindow> windows_;
   std::map<WindowKey, OpenWindow> open_windows_;
+  std::vector<NodeId> ignored_nodes_;
+  std::vector<std::string> ignored_sites_;
   std::vector<std::string> violations_;
   std::vector<std::string> excused_;
   uint64_t violation_count_ = 0;
@@ -393,6 +403,8 @@ class LeaseCheckers {
 
   void observe(const sim::TraceEvent& event);
   void add_fault_window(Instant start, Instant end, std::string label);
+  void ignore_faults_at(NodeId node) { recovery_.ignore_faults_at(node); }
+  void ignore_fault_site(std::string site) { recovery_.ignore_fault_site(std::move(site)); }
   void finish(Instant end);
   void check_liveness(Instant healed_at, Duration bound, Instant end);
   // Appended to every violation, so each one says how to replay it.
