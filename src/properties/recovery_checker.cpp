@@ -200,8 +200,13 @@ void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string l
   windows_.push_back(FaultWindow{start, end, std::move(label), kNoNode, kNoNode});
 }
 
-const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Duration bound, Instant until) const {
-  const Instant from = gap.began - bound;
+const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Instant until) const {
+  // Only a fault during the gap can stop the workers that would end it. One
+  // over before the gap began has left at most stale views (a restarted
+  // worker that knows nothing yet, a lost watch), which the bound's sweep
+  // terms cover. (Until the ninth session, faults up to a bound before the
+  // gap excused it too; that hid a core defect: docs/lease-core.md.)
+  //
   // A crash or pause of the owner is the gap's cause, not an excuse. A
   // graceful release, though, needs the owner to reach DynamoDB and SQS: a
   // fault at the owner's node (a partition, say) does excuse it. So does a
@@ -216,7 +221,7 @@ const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Dur
   for (const FaultWindow& window : windows_) {
     if (ignored(window.node) || ignored(window.peer)) continue;
     const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner) && window.start <= gap.began;
-    if (!at_owner && window.start <= until && window.end >= from) return &window;
+    if (!at_owner && window.start <= until && window.end >= gap.began) return &window;
   }
   return nullptr;
 }
@@ -237,7 +242,7 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
     return;
   }
   const Duration limit = bound->second.total();
-  if (const FaultWindow* window = excusing_window(gap, limit, until); window != nullptr) {
+  if (const FaultWindow* window = excusing_window(gap, until); window != nullptr) {
     gap.verdict = OwnerlessGap::Verdict::excused;
     const std::string window_end = window->end == Instant::max() ? "the end" : fmt::format("{}", window->end);
     gap.excuse = fmt::format("{} from {} to {}", window->label, window->start, window_end);

@@ -267,7 +267,7 @@ struct OwnerlessGap {
     pending,     // not judged yet (before finish)
     within,      // judged, within its bound
     beyond,      // judged, longer than its bound: a violation
-    excused,     // a fault window overlapped [start - bound, end]
+    excused,     // a fault window overlapped [start, end]
     not_judged,  // cause initial or stopped, no bound for the cause, or still open and within it
   };
   std::string connection;
@@ -299,7 +299,7 @@ struct CauseStatistics {
 // declared at any time count.
 //
 // Excusal rule: a gap is judged against its cause's bound only if no fault
-// window overlaps [gap start - bound, gap end], not counting windows at the
+// window overlaps [gap start, gap end], not counting windows at the
 // gap's last owner's node that began by the gap's start (its own crash,
 // pause, partitions, clogs, faults, clock steps: those are the gap's own
 // cause), nor the faults declared irrelevant (ignore_faults_at,
@@ -366,7 +366,7 @@ class RecoveryChecker {
   void on_fault_event(const sim::TraceEvent& event);
   void open_window(WindowKey key, Instant at);
   void close_window(WindowKey key, Instant at, std::string label);
-  const FaultWindow* excusing_window(const OwnerlessGap& gap, Duration bound, Instant until) const;
+  const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
   void judge(OwnerlessGap& gap, Instant end);
   std::string describe(const OwnerlessGap& gap, Instant until) const;
   std::string name(NodeId node) const;

@@ -52,16 +52,20 @@ void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basi
   if (Watch* watch = find_watch(connection); watch != nullptr) watch->token = token;
 }
 
+void LeaseManager::read_after_ambiguous_acquire(const Pending& acquire, Clock now, Actions& out) {
+  const uint64_t token =
+      send(out, RequestKind::read, acquire.connection, 0, read_request(config_, acquire.connection), now.monotonic);
+  pending_.at(token).acquire_read = true;
+  pending_.at(token).sent = acquire.sent;  // the acquire's send time bounds its deadline
+  pending_.at(token).acquire_expires_ms = acquire.acquire_expires_ms;
+}
+
 void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
                                     Clock now, Actions& out) {
   if (reply == nullptr && config_.algorithm == Algorithm::core) {
     // Applied or not? Read it: the lease may be ours (acquire OR lease_owner = :me).
     out.push_back(Mark{"lease.ambiguous_acquire"});
-    const uint64_t token = send(out, RequestKind::read, pending.connection, 0,
-                                read_request(config_, pending.connection), now.monotonic);
-    pending_.at(token).acquire_read = true;
-    pending_.at(token).sent = pending.sent;  // the acquire's send time bounds its deadline
-    pending_.at(token).acquire_expires_ms = pending.acquire_expires_ms;
+    read_after_ambiguous_acquire(pending, now, out);
     return;
   }
   acquiring_.erase(pending.connection);
@@ -93,6 +97,15 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
 
 void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
                                    Clock now, Actions& out) {
+  if (reply == nullptr && now.monotonic < pending.sent + config_.lease_duration) {
+    // Still unknown. Giving up now would leave a lease that may be ours
+    // orphaned until it expires, and then the next taker's acquire may be
+    // lost the same way (DESIGN.md 6.3). Read again while the acquire's
+    // lease could still be running; the request timeout paces the reads.
+    out.push_back(Mark{"lease.ambiguous_acquire_reread"});
+    read_after_ambiguous_acquire(pending, now, out);
+    return;
+  }
   acquiring_.erase(pending.connection);
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;

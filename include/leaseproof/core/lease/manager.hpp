@@ -210,6 +210,8 @@ class LeaseManager {
                bool from_index = false);
   void on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                         Actions& out);
+  // After an acquire whose outcome is unknown: read the lease (again).
+  void read_after_ambiguous_acquire(const Pending& acquire, Clock now, Actions& out);
   void on_acquire_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                        Actions& out);
   void take_over(const std::string& connection, const LeaseView& lease, Clock now, Actions& out);
