@@ -44,11 +44,6 @@ bool IdWindow::erase(uint64_t id) {
 
 using sim::EventKind;
 
-SimInvariants::NodeView& SimInvariants::view(NodeId node) {
-  if (nodes_.size() <= node.value) nodes_.resize(node.value + 1);
-  return nodes_[node.value];
-}
-
 bool SimInvariants::partitioned(NodeId from, NodeId to) {
   const NodeView& receiver = view(to);
   return receiver.partitions_from.size() > from.value && receiver.partitions_from[from.value] > 0;

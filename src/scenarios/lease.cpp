@@ -2,8 +2,10 @@
 #include <leaseproof/scenarios/lease.hpp>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -368,10 +370,16 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
   }
   // Coverage: marks (by name) and model events (by label), counted on every
-  // note of the run, so counted without building a key for each.
-  std::map<std::string, uint64_t, LexLess> marks;
-  std::map<std::string, uint64_t, LexLess> notes;
-  auto count = [](std::map<std::string, uint64_t, LexLess>& counts, std::string_view key) {
+  // note of the run, so counted without building a key for each; ordered
+  // (as reported) once at the end.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
+  };
+  using Counts = std::unordered_map<std::string, uint64_t, TextHash, std::equal_to<>>;
+  Counts marks;
+  Counts notes;
+  auto count = [](Counts& counts, std::string_view key) {
     auto it = counts.find(key);
     if (it == counts.end()) it = counts.emplace(std::string{key}, 0).first;
     ++it->second;
@@ -380,9 +388,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     if (e.kind != sim::EventKind::note) return;
     if (e.label == "mark") {
       count(marks, e.detail);
-    } else if (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.") ||
-               e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.") || e.label.starts_with("resume.") ||
-               e.label.starts_with("hub.") || e.label.starts_with("relay.")) {
+    } else if (e.label.find('.') != std::string_view::npos &&  // every counted prefix has one
+               (e.label.starts_with("lease.") || e.label.starts_with("control.") || e.label.starts_with("upstream.") ||
+                e.label.starts_with("autoscaler.") || e.label.starts_with("deploy.") ||
+                e.label.starts_with("resume.") || e.label.starts_with("hub.") || e.label.starts_with("relay."))) {
       count(notes, e.label);
     }
   });
@@ -463,8 +472,9 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   for (std::string& violation : checkers.violations()) result.violations.push_back(std::move(violation));
   result.summary = checkers.summary();
   if (streaming) finish_streaming(o, *streaming, result);
-  for (const auto& [name, times] : marks) notes.emplace(fmt::format("mark.{}", name), times);
-  for (const auto& [name, times] : notes) result.counters.emplace_back(name, times);
+  std::map<std::string, uint64_t, LexLess> ordered(notes.begin(), notes.end());
+  for (const auto& [name, times] : marks) ordered.emplace(fmt::format("mark.{}", name), times);
+  for (const auto& [name, times] : ordered) result.counters.emplace_back(name, times);
   result.metrics = lease_metrics(o, checkers, bounds, store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));

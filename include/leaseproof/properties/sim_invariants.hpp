@@ -56,7 +56,10 @@ class SimInvariants {
     bool seen = false;
     std::vector<uint32_t> partitions_from;  // active partition count per sender
   };
-  NodeView& view(NodeId node);
+  NodeView& view(NodeId node) {  // every event: inline
+    if (nodes_.size() <= node.value) nodes_.resize(node.value + 1);
+    return nodes_[node.value];
+  }
   void violation(const sim::TraceEvent& event, std::string what);
   void check_activity(const sim::TraceEvent& event, NodeView& node);
 

@@ -1,0 +1,201 @@
+// A small-object allocator for the simulator's executables, after
+// FoundationDB's FastAllocator: the global operator new and delete of an
+// executable that links this file (the leaseproof CLI and the benchmarks, see
+// src/base/CMakeLists.txt) take blocks of up to 512 bytes from per-thread free
+// lists, one per 16-byte size class, instead of from malloc.
+//
+// Why: a simulated run allocates about two blocks per trace event (requests,
+// items, envelopes, strings) and frees them soon after; glibc's malloc spent
+// about 10% of a swarm run's instructions on that (docs/benchmarks.md, tenth
+// session). A free-list pop or push costs a few instructions, takes no lock
+// and touches no shared cache line.
+//
+// How:
+// - The blocks live in one region of address space reserved at the first
+//   allocation (64 GiB, PROT_NONE: nothing is committed until used) and made
+//   usable 64 KiB chunk by chunk. Each chunk serves one size class, recorded
+//   in a table indexed by chunk, so a delete finds a block's class from its
+//   address: no header, and a pointer outside the region goes to free().
+// - A block freed on another thread than the one that allocated it joins the
+//   freeing thread's list (memory migrates; nothing is shared).
+// - A thread that exits hands its lists to a shared pool, which threads draw
+//   from before carving new chunks (the shrinker starts threads per round).
+// - Memory is never returned to the system: the free lists keep a run's
+//   peak, which the next seed on the same thread reuses.
+// - Larger blocks, and everything once the region cannot be had or is used
+//   up, go to malloc.
+//
+// Behaviour does not depend on it: no result of a run depends on pointer
+// values (DESIGN.md, determinism), and scripts/compare-builds.sh compares
+// trace hashes across builds. Sanitizer builds do not link it.
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <utility>
+
+#include <leaseproof/base/fast_allocator.hpp>
+
+namespace leaseproof::fast_allocator {
+namespace {
+
+constexpr std::size_t kGranule = 16;  // the default new alignment
+constexpr std::size_t kSmallMax = 512;
+constexpr std::size_t kClasses = kSmallMax / kGranule;
+constexpr std::size_t kChunkShift = 16;
+constexpr std::size_t kChunkBytes = std::size_t{1} << kChunkShift;  // 64 KiB
+constexpr std::size_t kRegionBytes = std::size_t{1} << 36;          // 64 GiB of address space
+constexpr std::size_t kChunks = kRegionBytes >> kChunkShift;        // 1 Mi chunks
+
+struct Block {
+  Block* next;
+};
+
+// Trivially destructible and constant-initialized: reaching it costs one
+// thread-pointer-relative address, with no initialization guard.
+struct ThreadCache {
+  Block* free[kClasses];
+  char* bump[kClasses];        // the uncarved rest of the class's current chunk
+  std::size_t left[kClasses];  // bytes left at bump
+  bool registered;             // hands its lists to the pool at thread exit
+};
+constinit thread_local ThreadCache t_cache{};
+
+constinit std::atomic<char*> g_base{nullptr};
+constinit std::atomic<bool> g_unavailable{false};
+constinit std::atomic<std::size_t> g_next_chunk{0};
+constinit uint8_t g_chunk_class[kChunks]{};  // written before the chunk's first block is handed out
+constinit std::mutex g_pool_mutex;
+constinit Block* g_pool[kClasses]{};  // blocks of exited threads
+
+std::size_t class_of(std::size_t size) { return size == 0 ? 0 : (size - 1) / kGranule; }
+std::size_t class_bytes(std::size_t size_class) { return (size_class + 1) * kGranule; }
+
+char* region() {
+  char* base = g_base.load(std::memory_order_acquire);
+  if (base != nullptr || g_unavailable.load(std::memory_order_relaxed)) return base;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* reserved = mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserved == MAP_FAILED) {
+      g_unavailable.store(true, std::memory_order_relaxed);
+    } else {
+      g_base.store(static_cast<char*>(reserved), std::memory_order_release);
+    }
+  });
+  return g_base.load(std::memory_order_acquire);
+}
+
+void give_to_pool() {
+  ThreadCache& cache = t_cache;
+  const std::lock_guard lock{g_pool_mutex};
+  for (std::size_t c = 0; c < kClasses; ++c) {
+    Block* head = cache.free[c];
+    if (head == nullptr) continue;
+    Block* tail = head;
+    while (tail->next != nullptr) tail = tail->next;
+    tail->next = g_pool[c];
+    g_pool[c] = head;
+    cache.free[c] = nullptr;
+  }
+}
+
+struct ExitHandOver {
+  ~ExitHandOver() { give_to_pool(); }
+};
+
+void register_thread() {
+  static thread_local ExitHandOver hand_over;
+  (void)hand_over;
+  t_cache.registered = true;
+}
+
+// Refills the class's free list from the pool, or its bump range from a new
+// chunk. False when neither can be had (the caller falls back to malloc).
+bool refill(std::size_t size_class) {
+  ThreadCache& cache = t_cache;
+  if (!cache.registered) register_thread();
+  {
+    const std::lock_guard lock{g_pool_mutex};
+    if (g_pool[size_class] != nullptr) {
+      cache.free[size_class] = std::exchange(g_pool[size_class], nullptr);
+      return true;
+    }
+  }
+  char* base = region();
+  if (base == nullptr) return false;
+  const std::size_t chunk = g_next_chunk.fetch_add(1, std::memory_order_relaxed);
+  if (chunk >= kChunks) return false;
+  char* start = base + (chunk << kChunkShift);
+  if (mprotect(start, kChunkBytes, PROT_READ | PROT_WRITE) != 0) return false;
+  g_chunk_class[chunk] = static_cast<uint8_t>(size_class);
+  cache.bump[size_class] = start;
+  cache.left[size_class] = kChunkBytes;
+  return true;
+}
+
+void* allocate_small(std::size_t size_class) {
+  ThreadCache& cache = t_cache;
+  for (;;) {
+    if (Block* block = cache.free[size_class]) {
+      cache.free[size_class] = block->next;
+      return block;
+    }
+    const std::size_t bytes = class_bytes(size_class);
+    if (cache.left[size_class] >= bytes) {
+      char* block = cache.bump[size_class];
+      cache.bump[size_class] += bytes;
+      cache.left[size_class] -= bytes;
+      return block;
+    }
+    if (!refill(size_class)) return nullptr;
+  }
+}
+
+void* allocate(std::size_t size) {
+  if (size <= kSmallMax) {
+    if (void* block = allocate_small(class_of(size))) return block;
+  }
+  void* block = std::malloc(size == 0 ? 1 : size);
+  if (block == nullptr) throw std::bad_alloc{};
+  return block;
+}
+
+void deallocate(void* pointer) noexcept {
+  const char* base = g_base.load(std::memory_order_relaxed);
+  const auto offset = reinterpret_cast<std::uintptr_t>(pointer) - reinterpret_cast<std::uintptr_t>(base);
+  if (base == nullptr || offset >= kRegionBytes) {
+    std::free(pointer);
+    return;
+  }
+  const std::size_t size_class = g_chunk_class[offset >> kChunkShift];
+  Block* block = static_cast<Block*>(pointer);
+  block->next = t_cache.free[size_class];
+  t_cache.free[size_class] = block;
+}
+
+}  // namespace
+
+// For tests: whether `pointer` came from the free lists (not from malloc).
+bool owns(const void* pointer) {
+  const char* base = g_base.load(std::memory_order_acquire);
+  const auto offset = reinterpret_cast<std::uintptr_t>(pointer) - reinterpret_cast<std::uintptr_t>(base);
+  return base != nullptr && offset < kRegionBytes;
+}
+
+}  // namespace leaseproof::fast_allocator
+
+// The replaceable global allocation functions ([new.delete]). The nothrow and
+// aligned forms keep their defaults, which call these (nothrow) or use
+// aligned_alloc and free (aligned): both stay consistent.
+void* operator new(std::size_t size) { return leaseproof::fast_allocator::allocate(size); }
+void* operator new[](std::size_t size) { return leaseproof::fast_allocator::allocate(size); }
+void operator delete(void* pointer) noexcept { leaseproof::fast_allocator::deallocate(pointer); }
+void operator delete[](void* pointer) noexcept { leaseproof::fast_allocator::deallocate(pointer); }
+void operator delete(void* pointer, std::size_t) noexcept { leaseproof::fast_allocator::deallocate(pointer); }
+void operator delete[](void* pointer, std::size_t) noexcept { leaseproof::fast_allocator::deallocate(pointer); }
