@@ -12,7 +12,8 @@
 //
 // How:
 // - The blocks live in one region of address space reserved at the first
-//   allocation (64 GiB, PROT_NONE: nothing is committed until used) and made
+//   allocation (64 GiB, PROT_NONE: nothing is committed until used; less
+//   where that much cannot be had, as under valgrind) and made
 //   usable 64 KiB chunk by chunk. Each chunk serves one size class, recorded
 //   in a table indexed by chunk, so a delete finds a block's class from its
 //   address: no header, and a pointer outside the region goes to free().
@@ -37,7 +38,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <utility>
 
 #include <leaseproof/base/fast_allocator.hpp>
 
@@ -49,8 +49,9 @@ constexpr std::size_t kSmallMax = 512;
 constexpr std::size_t kClasses = kSmallMax / kGranule;
 constexpr std::size_t kChunkShift = 16;
 constexpr std::size_t kChunkBytes = std::size_t{1} << kChunkShift;  // 64 KiB
-constexpr std::size_t kRegionBytes = std::size_t{1} << 36;          // 64 GiB of address space
-constexpr std::size_t kChunks = kRegionBytes >> kChunkShift;        // 1 Mi chunks
+constexpr std::size_t kRegionMax = std::size_t{1} << 36;            // 64 GiB of address space
+constexpr std::size_t kRegionMin = std::size_t{1} << 30;            // 1 GiB
+constexpr std::size_t kChunks = kRegionMax >> kChunkShift;          // 1 Mi chunks at most
 
 struct Block {
   Block* next;
@@ -67,11 +68,12 @@ struct ThreadCache {
 constinit thread_local ThreadCache t_cache{};
 
 constinit std::atomic<char*> g_base{nullptr};
+constinit std::atomic<std::size_t> g_region_bytes{0};  // set before g_base
 constinit std::atomic<bool> g_unavailable{false};
 constinit std::atomic<std::size_t> g_next_chunk{0};
 constinit uint8_t g_chunk_class[kChunks]{};  // written before the chunk's first block is handed out
 constinit std::mutex g_pool_mutex;
-constinit Block* g_pool[kClasses]{};  // blocks of exited threads
+constinit std::atomic<Block*> g_pool[kClasses]{};  // blocks of exited threads; changed under the mutex
 
 std::size_t class_of(std::size_t size) { return size == 0 ? 0 : (size - 1) / kGranule; }
 std::size_t class_bytes(std::size_t size_class) { return (size_class + 1) * kGranule; }
@@ -81,12 +83,14 @@ char* region() {
   if (base != nullptr || g_unavailable.load(std::memory_order_relaxed)) return base;
   static std::once_flag once;
   std::call_once(once, [] {
-    void* reserved = mmap(nullptr, kRegionBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (reserved == MAP_FAILED) {
-      g_unavailable.store(true, std::memory_order_relaxed);
-    } else {
+    for (std::size_t bytes = kRegionMax; bytes >= kRegionMin; bytes /= 2) {
+      void* reserved = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (reserved == MAP_FAILED) continue;
+      g_region_bytes.store(bytes, std::memory_order_relaxed);
       g_base.store(static_cast<char*>(reserved), std::memory_order_release);
+      return;
     }
+    g_unavailable.store(true, std::memory_order_relaxed);
   });
   return g_base.load(std::memory_order_acquire);
 }
@@ -99,8 +103,8 @@ void give_to_pool() {
     if (head == nullptr) continue;
     Block* tail = head;
     while (tail->next != nullptr) tail = tail->next;
-    tail->next = g_pool[c];
-    g_pool[c] = head;
+    tail->next = g_pool[c].load(std::memory_order_relaxed);
+    g_pool[c].store(head, std::memory_order_relaxed);
     cache.free[c] = nullptr;
   }
 }
@@ -119,18 +123,19 @@ void register_thread() {
 // chunk. False when neither can be had (the caller falls back to malloc).
 bool refill(std::size_t size_class) {
   ThreadCache& cache = t_cache;
+  // Without a region no block was ever handed out: nothing is pooled either.
+  char* base = region();
+  if (base == nullptr) return false;
   if (!cache.registered) register_thread();
-  {
+  if (g_pool[size_class].load(std::memory_order_relaxed) != nullptr) {  // looked at without the lock
     const std::lock_guard lock{g_pool_mutex};
-    if (g_pool[size_class] != nullptr) {
-      cache.free[size_class] = std::exchange(g_pool[size_class], nullptr);
+    if (Block* pooled = g_pool[size_class].exchange(nullptr, std::memory_order_relaxed)) {
+      cache.free[size_class] = pooled;
       return true;
     }
   }
-  char* base = region();
-  if (base == nullptr) return false;
   const std::size_t chunk = g_next_chunk.fetch_add(1, std::memory_order_relaxed);
-  if (chunk >= kChunks) return false;
+  if (chunk >= (g_region_bytes.load(std::memory_order_relaxed) >> kChunkShift)) return false;
   char* start = base + (chunk << kChunkShift);
   if (mprotect(start, kChunkBytes, PROT_READ | PROT_WRITE) != 0) return false;
   g_chunk_class[chunk] = static_cast<uint8_t>(size_class);
@@ -169,7 +174,7 @@ void* allocate(std::size_t size) {
 void deallocate(void* pointer) noexcept {
   const char* base = g_base.load(std::memory_order_relaxed);
   const auto offset = reinterpret_cast<std::uintptr_t>(pointer) - reinterpret_cast<std::uintptr_t>(base);
-  if (base == nullptr || offset >= kRegionBytes) {
+  if (base == nullptr || offset >= g_region_bytes.load(std::memory_order_relaxed)) {
     std::free(pointer);
     return;
   }
@@ -185,7 +190,7 @@ void deallocate(void* pointer) noexcept {
 bool owns(const void* pointer) {
   const char* base = g_base.load(std::memory_order_acquire);
   const auto offset = reinterpret_cast<std::uintptr_t>(pointer) - reinterpret_cast<std::uintptr_t>(base);
-  return base != nullptr && offset < kRegionBytes;
+  return base != nullptr && offset < g_region_bytes.load(std::memory_order_relaxed);
 }
 
 }  // namespace leaseproof::fast_allocator
