@@ -98,6 +98,33 @@ RC_GTEST_PROP(DynamoItem, EveryOperationSequenceMatchesStdMap, ()) {
   RC_ASSERT(item_size_bytes(item) == size_of(reference));
 }
 
+// find() scans small items and searches larger ones: both ways, at every
+// size around the switch, each present name is found at its place and absent
+// names (between, before and after the present ones, and prefixes) are not.
+TEST(DynamoItem, FindAnswersAlikeWhetherItScansOrSearches) {
+  for (int size = 0; size <= 40; ++size) {
+    Item item;
+    Reference reference;
+    for (int i = 0; i < size; ++i) {
+      const std::string name = "m" + std::to_string(100 + 2 * i);  // m100, m102, ...: same length, sorted
+      item.insert_or_assign(name, AttributeValue::number(i));
+      reference.insert_or_assign(name, AttributeValue::number(i));
+    }
+    for (int i = 0; i < size; ++i) {
+      const std::string present = "m" + std::to_string(100 + 2 * i);
+      const auto found = std::as_const(item).find(present);
+      ASSERT_NE(found, item.cend()) << size << " " << present;
+      EXPECT_EQ(found->second, reference.at(present));
+      EXPECT_EQ(found - item.cbegin(), std::distance(reference.begin(), reference.find(present)));
+      EXPECT_FALSE(item.contains("m" + std::to_string(101 + 2 * i))) << size;
+    }
+    for (const std::string absent : {"", "m", "m0", "m99", "m999", "m1000", "z"}) {
+      EXPECT_EQ(std::as_const(item).find(absent), item.cend()) << size << " " << absent;
+      EXPECT_EQ(item.find(absent), item.end()) << size << " " << absent;
+    }
+  }
+}
+
 // item_size_bytes keeps its answer while only const access happens; every
 // way in that can change a member forgets it.
 TEST(DynamoItem, ItsKeptSizeFollowsEveryChange) {
