@@ -125,6 +125,26 @@ TEST(DynamoItem, FindAnswersAlikeWhetherItScansOrSearches) {
   }
 }
 
+// A number's or binary's size is kept once computed: it travels with copies
+// and moves, and a value given a new text by assignment is sized anew.
+TEST(DynamoItem, AValueKeepsItsSizeAcrossCopiesAndIsSizedAnewWhenReplaced) {
+  AttributeValue number = AttributeValue::number("12345678901234567890");  // 20 digits: 11 bytes
+  ASSERT_EQ(attribute_size_bytes(number), 11u);
+  AttributeValue copy = number;
+  EXPECT_EQ(attribute_size_bytes(copy), 11u);
+  AttributeValue moved = std::move(number);
+  EXPECT_EQ(attribute_size_bytes(moved), 11u);
+  number = AttributeValue::number("7");  // the moved-from value, given a new text
+  EXPECT_EQ(attribute_size_bytes(number), 2u);
+  moved = AttributeValue::number("100");  // move-assigned over a kept size
+  EXPECT_EQ(attribute_size_bytes(moved), 2u);
+  const AttributeValue binary = AttributeValue::binary("AAAAAA==");  // 4 bytes decoded
+  copy = binary;  // copy-assigned over a kept size
+  EXPECT_EQ(attribute_size_bytes(copy), 4u);
+  copy = AttributeValue::string("abc");
+  EXPECT_EQ(attribute_size_bytes(copy), 3u);
+}
+
 // item_size_bytes keeps its answer while only const access happens; every
 // way in that can change a member forgets it.
 TEST(DynamoItem, ItsKeptSizeFollowsEveryChange) {

@@ -231,8 +231,18 @@ std::size_t binary_size_bytes(const std::string& base64_text) {
 std::size_t attribute_size_bytes(const AttributeValue& value) {
   switch (value.type()) {
     case AttributeType::s: return value.text().size();
-    case AttributeType::n: return (significant_digits(value.text()) + 1) / 2 + 1;
-    case AttributeType::b: return binary_size_bytes(value.text());
+    case AttributeType::n:
+    case AttributeType::b: {
+#ifdef NDEBUG
+      if (value.size_bytes_ != 0) return value.size_bytes_;
+#endif
+      const std::size_t size = value.is(AttributeType::n) ? (significant_digits(value.text()) + 1) / 2 + 1
+                                                          : binary_size_bytes(value.text());
+      LP_ASSERT_MSG(value.size_bytes_ == 0 || value.size_bytes_ == size, "stale kept size {} of a value of {} bytes",
+                    value.size_bytes_, size);
+      value.size_bytes_ = static_cast<uint32_t>(size);
+      return size;
+    }
     case AttributeType::boolean:
     case AttributeType::null: return 1;
     case AttributeType::m: {

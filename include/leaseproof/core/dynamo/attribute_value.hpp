@@ -199,11 +199,25 @@ class AttributeValue {
   AttributeValue(const AttributeValue& other)
       : type_(other.type_),
         bool_(other.bool_),
+        size_bytes_(other.size_bytes_),
         text_(other.text_),
         composite_(other.composite_ ? clone(*other.composite_) : nullptr) {}
   AttributeValue& operator=(const AttributeValue& other);
-  AttributeValue(AttributeValue&&) noexcept = default;
-  AttributeValue& operator=(AttributeValue&&) noexcept = default;
+  // A moved-from value forgets its kept size, as its text goes.
+  AttributeValue(AttributeValue&& other) noexcept
+      : type_(other.type_),
+        bool_(other.bool_),
+        size_bytes_(std::exchange(other.size_bytes_, 0)),
+        text_(std::move(other.text_)),
+        composite_(std::move(other.composite_)) {}
+  AttributeValue& operator=(AttributeValue&& other) noexcept {
+    type_ = other.type_;
+    bool_ = other.bool_;
+    size_bytes_ = std::exchange(other.size_bytes_, 0);
+    text_ = std::move(other.text_);
+    composite_ = std::move(other.composite_);
+    return *this;
+  }
   ~AttributeValue() = default;
 
  private:
@@ -219,8 +233,16 @@ class AttributeValue {
   Composite& composite();
   const Composite* composite_or_null() const { return composite_.get(); }
 
+  friend std::size_t attribute_size_bytes(const AttributeValue& value);
+
   AttributeType type_ = AttributeType::null;
   bool bool_ = false;
+  // attribute_size_bytes of an N or B value (0: not computed yet), kept as an
+  // Item keeps its size: the text of a scalar never changes after it is made
+  // (only assignment replaces it, and carries or clears this). Counting a
+  // number's significant digits or decoding base64 once per value instead of
+  // at every write that sizes the item. Fits in the padding before text_.
+  mutable uint32_t size_bytes_ = 0;
   std::string text_;
   std::unique_ptr<Composite, CompositeDeleter> composite_;
 };
