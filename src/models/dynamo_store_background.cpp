@@ -61,8 +61,9 @@ std::shared_ptr<const Item> DynamoStore::State::index_entry(const IndexState& in
 // change of the same item is never due before an earlier one, so an index
 // sees each item's versions in order.
 void DynamoStore::State::commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item,
-                                      Instant now, const store_detail::WriteCost* cost) {
-  auto& record = table.items[key.hash][key.range];
+                                      Instant now, const store_detail::WriteCost* cost,
+                                      store_detail::ItemRecord* found) {
+  auto& record = found != nullptr ? *found : table.items[key.hash][key.range];
   record.previous = std::move(record.current);
   record.current = new_item ? std::make_shared<const Item>(std::move(*new_item)) : nullptr;
   record.written_at = now;

@@ -252,8 +252,8 @@ Item pick_sorted(const Item& item, const std::vector<std::string>& sorted_names)
 // Whether an item appears in the index (GSIs are sparse: it needs every index
 // key attribute).
 bool indexed(const IndexState& index, const Item& item);
-// What two versions of an item (nullptr: absent) show in one index, read in
-// one pass over both (items and projections are sorted by name): whether each
+// What two versions of an item (nullptr: absent) show in one index, each
+// projected attribute looked up in both: whether each
 // is in the (sparse) index, its index key values and entry size, and whether
 // the two entries are equal (the projected attributes, or the whole item
 // for ALL).
@@ -362,8 +362,11 @@ struct DynamoStore::State {
   // Capacity check, charge and commit of one unconditional write.
   // `old_item` is the latest version (nullptr: none); it is replaced by the
   // commit, so the caller must not use it afterwards.
+  // `record`, when given, is find_record(table, key), found by the caller
+  // (it is looked up again otherwise).
   Result<WriteCost> commit_single(TableState& table, const TableKey& key, const Item* old_item,
-                                  std::optional<Item> new_item, Instant now);
+                                  std::optional<Item> new_item, Instant now,
+                                  store_detail::ItemRecord* record = nullptr);
   std::optional<dynamo::ConsumedCapacity> write_consumed(dynamo::ReturnConsumedCapacity mode, const TableState& table,
                                                          const WriteCost& cost) const;
 
@@ -371,8 +374,9 @@ struct DynamoStore::State {
   // `cost`, when given, is write_cost() of this very change (old and new
   // item): its index list says which entries change, so they are not compared
   // again.
+  // `record`: as for commit_single.
   void commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item, Instant now,
-                    const store_detail::WriteCost* cost = nullptr);
+                    const store_detail::WriteCost* cost = nullptr, store_detail::ItemRecord* record = nullptr);
   // The version an index entry shows (the projection is applied when read),
   // or null when the item is not in the (sparse) index.
   std::shared_ptr<const Item> index_entry(const IndexState& index, const std::shared_ptr<const Item>& item) const;

@@ -87,7 +87,7 @@ Result<void> DynamoStore::State::check_condition(TableState& table, const TableK
 
 Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const TableKey& key,
                                                     const Item* old_item, std::optional<Item> new_item,
-                                                    Instant now) {
+                                                    Instant now, store_detail::ItemRecord* record) {
   const WriteCost cost = write_cost(table, key, old_item, new_item ? &*new_item : nullptr, 1);
   if (auto throttled = check_write_capacity(table, cost, now)) {
     ++account(table.name).throttled_requests;
@@ -95,7 +95,7 @@ Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const Tab
   }
   charge_write(table, cost);
   // Deleting an item that does not exist still costs 1 WCU, and changes nothing.
-  if (old_item != nullptr || new_item) commit_write(table, key, std::move(new_item), now, &cost);
+  if (old_item != nullptr || new_item) commit_write(table, key, std::move(new_item), now, &cost, record);
   return cost;
 }
 
@@ -149,12 +149,13 @@ Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemReque
   Item item = dynamo::with_canonical_numbers(request.item);
   LP_STORE_TRY(key, key_of_item(*table, item));
   ++account(table->name).put_item;
-  const Item* old_item = latest(*table, key);
+  store_detail::ItemRecord* record = find_record(*table, key);
+  const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
   dynamo::PutItemResponse response;
   if (write.return_values == ReturnValues::all_old) response.attributes = copy_of(old_item);
-  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(item), now));
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(item), now, record));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
 }
@@ -167,12 +168,13 @@ Result<dynamo::Response> DynamoStore::State::delete_item(const dynamo::DeleteIte
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   ++account(table->name).delete_item;
-  const Item* old_item = latest(*table, key);
+  store_detail::ItemRecord* record = find_record(*table, key);
+  const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
   dynamo::DeleteItemResponse response;
   if (write.return_values == ReturnValues::all_old) response.attributes = copy_of(old_item);
-  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::nullopt, now));
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::nullopt, now, record));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
 }

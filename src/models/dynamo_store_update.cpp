@@ -132,7 +132,8 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   if (plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(*table, *plan));
   ++account(table->name).update_item;
-  const Item* old_item = latest(*table, key);
+  store_detail::ItemRecord* record = find_record(*table, key);
+  const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
                                     write.return_values_on_condition_check_failure, now));
   // An update of a missing item creates it (upsert) from its key.
@@ -141,7 +142,7 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY(next, store_detail::updated_item(*table, old_item != nullptr ? *old_item : *key_item, old_item, plan));
   dynamo::UpdateItemResponse response;
   response.attributes = update_return_values(write.return_values, plan, old_item, next);
-  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(next), now));
+  LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(next), now, record));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
 }
