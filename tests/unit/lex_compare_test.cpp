@@ -31,6 +31,29 @@ RC_GTEST_PROP(LexCompare, OrdersAsStdStringCompare, ()) {
   RC_ASSERT(LexLess{}(a, b) == (a < b));
 }
 
+RC_GTEST_PROP(LexEqual, AnswersAsStdStringEquality, ()) {
+  const std::string a = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>());
+  const std::string b = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>(), rc::gen::just(a));
+  RC_ASSERT(lex_equal(a, b) == (a == b));
+}
+
+// Every length through the byte, 4-byte and 8-byte ways, a difference at every
+// position: each is seen, and equal copies are equal.
+TEST(LexEqual, SeesADifferenceAtEveryPositionOfEveryLength) {
+  for (std::size_t size = 0; size <= 40; ++size) {
+    std::string a(size, 'x');
+    for (std::size_t i = 0; i < size; ++i) a[i] = static_cast<char>('a' + i % 26);
+    const std::string copy = a;
+    EXPECT_TRUE(lex_equal(a, copy)) << size;
+    for (std::size_t i = 0; i < size; ++i) {
+      std::string b = a;
+      b[i] = static_cast<char>(b[i] ^ 0x80);
+      EXPECT_FALSE(lex_equal(a, b)) << size << " at " << i;
+    }
+    EXPECT_FALSE(lex_equal(a, a + "y")) << size;
+  }
+}
+
 TEST(LexCompare, DecidesByUnsignedBytesThenLength) {
   EXPECT_LT(lex_compare("abcdefgh1", "abcdefgh2"), 0);  // after a full 8-byte step
   EXPECT_GT(lex_compare("\xff", "a"), 0);                // 0xFF sorts after 'a'

@@ -38,6 +38,39 @@ inline int lex_compare(std::string_view a, std::string_view b) noexcept {
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
+// a == b, without the call into memcmp: lengths first, then 8 bytes a step
+// (the last step overlapping the one before), or a few single bytes.
+inline bool lex_equal(std::string_view a, std::string_view b) noexcept {
+  const std::size_t size = a.size();
+  if (size != b.size()) return false;
+  if (size >= 8) {
+    std::size_t at = 0;
+    for (; at + 8 < size; at += 8) {
+      uint64_t x;
+      uint64_t y;
+      std::memcpy(&x, a.data() + at, 8);
+      std::memcpy(&y, b.data() + at, 8);
+      if (x != y) return false;
+    }
+    uint64_t x;
+    uint64_t y;
+    std::memcpy(&x, a.data() + size - 8, 8);
+    std::memcpy(&y, b.data() + size - 8, 8);
+    return x == y;
+  }
+  if (size >= 4) {
+    uint32_t x[2];
+    uint32_t y[2];
+    std::memcpy(&x[0], a.data(), 4);
+    std::memcpy(&y[0], b.data(), 4);
+    std::memcpy(&x[1], a.data() + size - 4, 4);
+    std::memcpy(&y[1], b.data() + size - 4, 4);
+    return x[0] == y[0] && x[1] == y[1];
+  }
+  // 0 to 3 bytes: the first, middle and last cover them all.
+  return size == 0 || (a[0] == b[0] && a[size / 2] == b[size / 2] && a[size - 1] == b[size - 1]);
+}
+
 // A transparent "less" for ordered containers of strings: the same order as
 // std::less<>, looked up by string_view.
 struct LexLess {

@@ -267,7 +267,7 @@ inline Item::iterator Item::lower_bound(std::string_view name) {
 inline Item::const_iterator Item::find(std::string_view name) const {
   if (entries_.size() <= kScanMax) {
     for (auto at = entries_.begin(); at != entries_.end(); ++at) {
-      if (at->first == name) return at;
+      if (lex_equal(at->first, name)) return at;
     }
     return entries_.end();
   }
