@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace leaseproof::models {
@@ -49,7 +50,7 @@ void HubProcess::on_start(sim::NodeContext& context) {
 void HubProcess::note_channel(std::string_view label, const Peer& peer) {
   const auto count = channel_subscribers_.find(peer.channel);
   fmt::memory_buffer detail;  // on the stack: no allocation per note
-  fmt::format_to(std::back_inserter(detail), "{} {}", peer.channel, peer.who);
+  fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {}"), peer.channel, peer.who);
   context_->note(label, std::string_view{detail.data(), detail.size()},
                  count == channel_subscribers_.end() ? 0 : count->second);
 }

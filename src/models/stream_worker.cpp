@@ -5,6 +5,7 @@
 
 #include <iterator>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <leaseproof/models/dynamo_node.hpp>
@@ -115,7 +116,7 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
       const std::string_view kind{call->kind};
       const bool put = environment_.stream->session.mode == resume::RecordMode::put && kind == "record";
       fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
-      fmt::format_to(std::back_inserter(detail), "{} {} {}", put ? "record_put" : kind == "probe" ? "read" : kind,
+      fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {} {}"), put ? "record_put" : kind == "probe" ? "read" : kind,
                      connection, stream.session->lease_epoch());
       const uint64_t token = call->token;
       const uint64_t generation = stream.generation;
@@ -132,7 +133,7 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
       context.note("lease.request", std::string_view{detail.data(), detail.size()}, static_cast<int64_t>(message));
     } else if (auto* recorded = std::get_if<resume::Recorded>(&action)) {
       fmt::memory_buffer detail;
-      fmt::format_to(std::back_inserter(detail), "{} {} {}", connection, recorded->through.epoch,
+      fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {} {}"), connection, recorded->through.epoch,
                      recorded->through.seq);
       context.note("resume.recorded", std::string_view{detail.data(), detail.size()}, recorded->messages);
     } else if (auto* reset = std::get_if<resume::ResetSeen>(&action)) {

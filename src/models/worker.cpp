@@ -2,6 +2,7 @@
 
 #include <iterator>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <leaseproof/models/dynamo_node.hpp>
@@ -48,7 +49,7 @@ void WorkerProcess::apply(lease::Actions& actions) {
     if (auto* call = std::get_if<lease::DynamoCall>(&action)) {
       const uint64_t token = call->token;
       fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
-      fmt::format_to(std::back_inserter(detail), "{} {} {}", lease::to_string(call->kind),
+      fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {} {}"), lease::to_string(call->kind),
                      call->connection.empty() ? "-" : call->connection, call->epoch);
       const uint64_t message = call_dynamo(context, environment_.dynamo, std::move(call->request),
                                            environment_.config.request_timeout,
