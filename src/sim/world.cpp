@@ -52,7 +52,7 @@ struct World::Node {
     TimerCallback callback;
   };
   std::unordered_map<uint64_t, Timer> timers;
-  std::map<uint64_t, PendingCall> pending_calls;
+  std::unordered_map<uint64_t, PendingCall> pending_calls;  // by request id; never iterated
   Prng prng{0};
   std::unique_ptr<NodeContext> context;
   bool streams = false;  // every link from or to this node is FIFO

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -230,7 +231,7 @@ class OwnershipChecker {
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
   ActingTracker* tracker_;
   std::map<std::string, std::map<Pair, OverlapStart>> overlaps_;
-  std::map<uint64_t, Request> requests_;  // by DynamoDB request message id
+  std::unordered_map<uint64_t, Request> requests_;  // by DynamoDB request message id; never iterated
   std::map<std::string, DynamoView> dynamo_;
   std::map<std::string, HubState> hub_;
   std::set<std::string> hub_touched_;
