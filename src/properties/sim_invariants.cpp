@@ -108,12 +108,12 @@ void SimInvariants::observe(const sim::TraceEvent& event) {
       break;
     case EventKind::deliver:
       ++deliveries_checked_;
-      if (queued_.erase(event.id) == 0 && partitioned(event.peer, event.node)) {
+      if ((queued_.empty() || queued_.erase(event.id) == 0) && partitioned(event.peer, event.node)) {
         violation(event, fmt::format("delivered from node {} across an active partition", event.peer));
       }
       [[fallthrough]];
     case EventKind::drop:
-      if (event.kind == EventKind::drop) queued_.erase(event.id);
+      if (event.kind == EventKind::drop && !queued_.empty()) queued_.erase(event.id);
       if (!in_flight_.erase(event.id)) {
         violation(event, fmt::format("message {} was not in flight", event.id));
       }

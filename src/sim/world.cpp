@@ -416,6 +416,10 @@ uint64_t World::set_timer(NodeId id, Duration delay, std::string_view label, Tim
   node.timers.emplace(timer, Node::Timer{label, kind, std::move(callback)});
   const Incarnation incarnation = node.incarnation;
   scheduler_.after(node.clock.true_delay_for(delay), [this, id, incarnation, timer] {
+    // A timer cancelled while its process runs on: nothing would run or be
+    // traced (a paused process still counts it among the events that waited).
+    const Node& n = get(id);
+    if (n.state == ProcessState::running && n.incarnation == incarnation && !n.timers.contains(timer)) return;
     run_on_node(id, incarnation, Deferred::code([this, id, timer] { fire_timer(id, timer); }));
   });
   return timer;
