@@ -21,6 +21,13 @@ int compare_keys(const AttributeValue& a, const AttributeValue& b) {
   if (a.is(AttributeType::null)) return 0;
   // The common case of every map keyed by item keys, without the general path.
   if (a.is(AttributeType::s)) return lex_compare(a.text(), b.text());
+  if (a.is(AttributeType::n)) {
+    // Sort keys such as sequence numbers: canonical integers, compared as
+    // such without parsing decimals (the general path orders them alike).
+    if (const auto x = dynamo::Decimal::small_integer(a.text())) {
+      if (const auto y = dynamo::Decimal::small_integer(b.text())) return *x < *y ? -1 : (*x > *y ? 1 : 0);
+    }
+  }
   const auto order = dynamo::compare_values(a, b);
   LP_ASSERT_MSG(order.has_value(), "key values of type {} are not ordered", dynamo::type_descriptor(a.type()));
   if (*order < 0) return -1;

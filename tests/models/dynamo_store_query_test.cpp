@@ -45,6 +45,18 @@ TEST_F(DynamoStoreQuery, SortsNumbersNumericallyBothWays) {
   EXPECT_EQ(column(run(ranged), "sk"), (std::vector<AttributeValue>{N(0), N(2), N(10)}));
 }
 
+// Integer keys are compared as integers, others as decimals: mixed, they
+// still sort by value.
+TEST_F(DynamoStoreQuery, SortsIntegerAndDecimalNumbersTogether) {
+  for (const char* sk : {"10", "-3", "2.5", "100", "0", "-0.5", "99.99", "-1000000000000000000", "3"}) {
+    ASSERT_TRUE(store_.apply(put("events", {{"pk", S("p")}, {"sk", N(std::string{sk})}}), now_).ok());
+  }
+  auto request = query_request("events", "pk = :p", {{":p", S("p")}});
+  EXPECT_EQ(column(run(request), "sk"),
+            (std::vector<AttributeValue>{N("-1000000000000000000"), N(-3), N("-0.5"), N(0), N("2.5"), N(3), N(10),
+                                         N("99.99"), N(100)}));
+}
+
 TEST_F(DynamoStoreQuery, SortsStringsByBytes) {
   auto table = events_table();
   table.table_name = "strings";
