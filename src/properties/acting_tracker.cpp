@@ -23,12 +23,6 @@ std::optional<GapCause> cause_of_close(std::string_view reason) {
 
 }  // namespace
 
-ActingTracker::NodeView& ActingTracker::node_view(NodeId node) {
-  LP_ASSERT(node.valid());
-  if (nodes_.size() <= node.value) nodes_.resize(node.value + 1);
-  return nodes_[node.value];
-}
-
 const ActingTracker::NodeView& ActingTracker::node_view(NodeId node) const {
   static const NodeView kUnseen{};
   if (!node.valid() || nodes_.size() <= node.value) return kUnseen;
@@ -82,10 +76,15 @@ void ActingTracker::apply(const sim::TraceEvent& event) {
   view.read_at = event.true_time;
   view.wall = event.wall;
   view.monotonic = event.monotonic;
-  if (event.kind == EventKind::note) {
-    apply_note(event);
-  } else {
-    apply_lifecycle(event);
+  switch (event.kind) {
+    case EventKind::note: apply_note(event); break;
+    case EventKind::start:
+    case EventKind::restart:
+    case EventKind::crash:
+    case EventKind::exit:
+    case EventKind::pause:
+    case EventKind::resume: apply_lifecycle(event); break;
+    default: break;  // messages, timers, faults: only the readings above
   }
 }
 

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/assert.hpp>
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/ids.hpp>
 #include <leaseproof/base/time.hpp>
@@ -112,7 +113,11 @@ class ActingTracker {
     std::map<WorkerIdentity, Session> sessions;
     std::optional<Stop> last_stop;
   };
-  NodeView& node_view(NodeId node);
+  NodeView& node_view(NodeId node) {  // every event: inline
+    LP_ASSERT(node.valid());
+    if (nodes_.size() <= node.value) nodes_.resize(node.value + 1);
+    return nodes_[node.value];
+  }
   const NodeView& node_view(NodeId node) const;
   bool is_acting(WorkerIdentity worker) const;
   void apply_lifecycle(const sim::TraceEvent& event);
