@@ -196,7 +196,7 @@ class World {
   void resume(NodeId node, uint64_t pause_id);
 
   uint64_t send(NodeId from, NodeId to, Message message, uint64_t reply_to, bool expects_reply);
-  void arrive(const std::shared_ptr<Envelope>& envelope);
+  void arrive(std::unique_ptr<Envelope> envelope);
   void deliver(Node& node, const Envelope& envelope);
   uint64_t set_timer(NodeId node, Duration delay, std::string_view label, TimerCallback callback, EventKind kind);
   void fire_timer(NodeId node, uint64_t timer);
