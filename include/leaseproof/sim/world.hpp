@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -39,6 +40,9 @@ struct Message {
 
   template <typename T>
   const T& as() const {
+    // The payload is almost always exactly a T: one type_info comparison
+    // instead of dynamic_cast's walk, which still serves a derived payload.
+    if (body != nullptr && typeid(*body) == typeid(T)) return static_cast<const T&>(*body);
     const T* typed = dynamic_cast<const T*>(body.get());
     LP_ASSERT_MSG(typed != nullptr, "message '{}' does not carry the requested payload type", type);
     return *typed;
