@@ -66,11 +66,20 @@ Scheduler::HeapEntry Scheduler::pop() {
   size_t hole = 0;
   for (;;) {
     const size_t first_child = hole * kArity + 1;
-    if (first_child >= size) break;
-    const size_t end = std::min(first_child + kArity, size);
-    size_t best = first_child;
-    for (size_t child = first_child + 1; child < end; ++child) {
-      if (earlier(heap_[child], heap_[best])) best = child;
+    size_t best;
+    if (first_child + kArity <= size) {
+      // Four children, the common case: a tournament of three comparisons
+      // (keys are unique, so the earliest is the same whichever way found).
+      const HeapEntry* child = &heap_[first_child];
+      const size_t left = earlier(child[1], child[0]) ? 1 : 0;
+      const size_t right = earlier(child[3], child[2]) ? 3 : 2;
+      best = first_child + (earlier(child[right], child[left]) ? right : left);
+    } else {
+      if (first_child >= size) break;
+      best = first_child;
+      for (size_t child = first_child + 1; child < size; ++child) {
+        if (earlier(heap_[child], heap_[best])) best = child;
+      }
     }
     if (!earlier(heap_[best], last)) break;
     heap_[hole] = heap_[best];
