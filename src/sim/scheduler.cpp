@@ -103,9 +103,11 @@ Instant Scheduler::next_event_time() {
   return heap_.empty() ? Instant::max() : Instant::from_ns(heap_.front().time_ns);
 }
 
-bool Scheduler::step() {
+bool Scheduler::step() { return step_until(Instant::max()); }
+
+bool Scheduler::step_until(Instant deadline) {
   discard_cancelled_top();
-  if (heap_.empty()) return false;
+  if (heap_.empty() || heap_.front().time_ns > deadline.ns()) return false;
   const HeapEntry entry = pop();
   Slot& slot = slots_[entry.slot()];
   LP_ASSERT_GE(entry.time_ns, now_.ns());
@@ -123,10 +125,7 @@ bool Scheduler::step() {
 uint64_t Scheduler::run_until(Instant deadline) {
   LP_ASSERT_GE(deadline, now_);
   uint64_t ran = 0;
-  while (next_event_time() <= deadline) {
-    step();
-    ++ran;
-  }
+  while (step_until(deadline)) ++ran;
   now_ = deadline;
   return ran;
 }

@@ -247,8 +247,7 @@ void World::run_on_node(NodeId id, Incarnation incarnation, Deferred work) {
 void World::at(Instant when, InlineFunction<void()> action) { scheduler_.at(when, std::move(action)); }
 
 void World::run_until(Instant deadline) {
-  while (!stop_requested_ && scheduler_.next_event_time() <= deadline) {
-    scheduler_.step();
+  while (!stop_requested_ && scheduler_.step_until(deadline)) {
     graveyard_.clear();
   }
   if (!stop_requested_) scheduler_.run_until(deadline);
