@@ -229,7 +229,7 @@ Result<dynamo::Response> DynamoStore::State::create_table(const dynamo::CreateTa
     table.indexes.push_back(std::move(index));
   }
   dynamo::CreateTableResponse response{table.description};
-  account(table.name);
+  table.accounting = &account(table.name);  // map nodes stay put
   tables.emplace(request.table_name, std::move(table));
   return dynamo::Response{std::move(response)};
 }

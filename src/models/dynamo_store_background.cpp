@@ -82,12 +82,12 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
                                          : !store_detail::index_entries(index, old_item, record.current.get()).same;
     if (!changed) continue;
     std::shared_ptr<const Item> new_entry = index_entry(index, record.current);
-    const auto item = index.items.try_emplace(key).first;
+    auto* const item = &*index.items.try_emplace(key).first;
     Instant due = now + options.gsi_lag.sample(prng);
     if (item->second.pending > 0) due = std::max(due, item->second.last_due);
     item->second.last_due = due;
     ++item->second.pending;
-    gsi_changes.emplace(EventKey{due, next_sequence++}, GsiChange{&index, item, std::move(new_entry)});
+    gsi_changes.push(EventKey{due, next_sequence++}, GsiChange{&index, item, std::move(new_entry)});
   }
   if (record.current) schedule_ttl(table, key, *record.current, now);
 }
@@ -127,9 +127,9 @@ void DynamoStore::State::apply_gsi_change(GsiChange&& change) {
 }
 
 // One fewer change of the item is pending in the index.
-void DynamoStore::State::settle_gsi_change(IndexState& index, store_detail::IndexItems::iterator item) {
+void DynamoStore::State::settle_gsi_change(IndexState& index, store_detail::IndexItems::value_type* item) {
   LP_ASSERT_GT(item->second.pending, 0);
-  if (--item->second.pending == 0 && !item->second.position) index.items.erase(item);
+  if (--item->second.pending == 0 && !item->second.position) index.items.erase(index.items.find(item->first));
 }
 
 void DynamoStore::State::schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now) {
@@ -140,7 +140,7 @@ void DynamoStore::State::schedule_ttl(TableState& table, const TableKey& key, co
   if (*expiry_s < now.ns() / ns_per_s - store_detail::ttl_ignore_older_than_s) return;
   const Instant expiry = std::max(Instant::from_ns(*expiry_s * ns_per_s), now);
   const Duration lag = prng.uniform_duration(options.ttl_sweep_lag_min, options.ttl_sweep_lag_max);
-  ttl_checks.emplace(EventKey{expiry + lag, next_sequence++}, TtlCheck{table.name, key});
+  ttl_checks.push(EventKey{expiry + lag, next_sequence++}, TtlCheck{table.name, key});
 }
 
 // A check finds the item as it is now: a later write that moved or removed
@@ -155,22 +155,19 @@ void DynamoStore::State::run_ttl_check(const TtlCheck& check, Instant now) {
   if (!expiry_s || !ttl_expired(*expiry_s, now)) return;
   // A TTL delete is a service-side write: no capacity consumed, counted apart.
   commit_write(table, check.key, std::nullopt, now);
-  ++account(table.name).ttl_deletes;
+  ++account(table).ttl_deletes;
 }
 
 Instant DynamoStore::State::advance(Instant now) {
   while (true) {
-    const bool gsi_due = !gsi_changes.empty() && gsi_changes.begin()->first.first <= now;
-    const bool ttl_due = !ttl_checks.empty() && ttl_checks.begin()->first.first <= now;
+    const bool gsi_due = !gsi_changes.empty() && gsi_changes.top_key().first <= now;
+    const bool ttl_due = !ttl_checks.empty() && ttl_checks.top_key().first <= now;
     if (!gsi_due && !ttl_due) break;
-    if (gsi_due && (!ttl_due || gsi_changes.begin()->first < ttl_checks.begin()->first)) {
-      GsiChange change = std::move(gsi_changes.begin()->second);
-      gsi_changes.erase(gsi_changes.begin());
-      apply_gsi_change(std::move(change));
+    if (gsi_due && (!ttl_due || gsi_changes.top_key() < ttl_checks.top_key())) {
+      apply_gsi_change(gsi_changes.pop());
     } else {
-      const Instant due = ttl_checks.begin()->first.first;
-      const TtlCheck check = std::move(ttl_checks.begin()->second);
-      ttl_checks.erase(ttl_checks.begin());
+      const Instant due = ttl_checks.top_key().first;
+      const TtlCheck check = ttl_checks.pop();
       run_ttl_check(check, due);
     }
   }
@@ -193,8 +190,8 @@ Instant DynamoStore::State::advance(Instant now) {
     token_expiry.pop_front();
   }
   Instant next = Instant::max();
-  if (!gsi_changes.empty()) next = std::min(next, gsi_changes.begin()->first.first);
-  if (!ttl_checks.empty()) next = std::min(next, ttl_checks.begin()->first.first);
+  if (!gsi_changes.empty()) next = std::min(next, gsi_changes.top_key().first);
+  if (!ttl_checks.empty()) next = std::min(next, ttl_checks.top_key().first);
   return next;
 }
 

@@ -146,7 +146,7 @@ std::optional<DynamoError> DynamoStore::State::check_write_capacity(TableState& 
 }
 
 void DynamoStore::State::charge_write(TableState& table, const WriteCost& cost) {
-  TableAccounting& counters = account(table.name);
+  TableAccounting& counters = account(table);
   counters.table.write_units += cost.base_units;
   for (const auto& index_cost : cost.indexes) {
     IndexState& index = table.indexes[index_cost.index];
@@ -182,7 +182,7 @@ std::optional<DynamoError> DynamoStore::State::check_read_capacity(TableState& t
 
 void DynamoStore::State::charge_read(TableState& table, const IndexState* index, uint32_t partition,
                                      int64_t half_units) {
-  TableAccounting& counters = account(table.name);
+  TableAccounting& counters = account(table);
   if (index == nullptr) {
     counters.table.read_half_units += half_units;
     if (!options.throttling) return;

@@ -2,12 +2,14 @@
 // Internals of the simulated DynamoDB store, shared by its source files.
 // DynamoStore::State is the engine; each operation lives in its own file.
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -137,7 +139,15 @@ struct IndexItem {
   Instant last_due;     // due time of its last scheduled change
   int64_t pending = 0;  // changes scheduled and not applied yet
 };
-using IndexItems = std::map<TableKey, IndexItem, TableKeyLess>;
+// Hashed (an index's items are only ever looked up by key, never walked in
+// order). Store keys hold canonical numbers, so equal keys have equal text.
+struct TableKeyHash {
+  std::size_t operator()(const TableKey& key) const;
+};
+struct TableKeyEqual {
+  bool operator()(const TableKey& a, const TableKey& b) const { return a.hash == b.hash && a.range == b.range; }
+};
+using IndexItems = std::unordered_map<TableKey, IndexItem, TableKeyHash, TableKeyEqual>;
 
 struct IndexState {
   IndexState() = default;
@@ -174,6 +184,7 @@ struct TableState {
   std::vector<IndexState> indexes;
   std::vector<Throughput> partitions;
   std::optional<Throughput> provisioned;
+  TableAccounting* accounting = nullptr;  // the store's counters of this table
 
   dynamo::KeySchema key_schema() const { return description.key_schema; }
   const IndexState* find_index(std::string_view index_name) const;
@@ -206,10 +217,11 @@ struct WriteCost {
 };
 
 // Indexes are made with their table and tables are never dropped, and an
-// index item with a change pending is never erased: both stay valid.
+// index item with a change pending is never erased: both stay valid (a node
+// of an unordered_map keeps its address when the map grows).
 struct GsiChange {
   IndexState* index = nullptr;
-  IndexItems::iterator item;
+  IndexItems::value_type* item = nullptr;
   std::shared_ptr<const Item> entry;  // the version the entry shows; null: remove the item from the index
 };
 struct TtlCheck {
@@ -240,6 +252,34 @@ struct TokenRecord {
 };
 
 using EventKey = std::pair<Instant, uint64_t>;  // (due, insertion sequence)
+
+// Background work by due time: a binary heap (no node per entry, unlike a
+// std::map). Keys are unique, so the order is total and the same as a map's.
+template <typename T>
+class EventQueue {
+ public:
+  bool empty() const { return heap_.empty(); }
+  std::size_t size() const { return heap_.size(); }
+  const EventKey& top_key() const { return heap_.front().first; }
+  void push(EventKey key, T value) {
+    heap_.emplace_back(key, std::move(value));
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+  T pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    T value = std::move(heap_.back().second);
+    heap_.pop_back();
+    return value;
+  }
+
+ private:
+  struct Later {
+    bool operator()(const std::pair<EventKey, T>& a, const std::pair<EventKey, T>& b) const {
+      return a.first > b.first;
+    }
+  };
+  std::vector<std::pair<EventKey, T>> heap_;
+};
 
 dynamo::AttributeType attribute_type_of(dynamo::ScalarAttributeType type);
 uint32_t partition_of(const AttributeValue& hash_value, uint32_t partitions);
@@ -309,8 +349,8 @@ struct DynamoStore::State {
   std::map<std::string, TableAccounting, std::less<>> accounting;
   std::map<std::string, std::string, std::less<>> ttl_attributes;
   std::map<std::string, DynamoStore::StreamListener, std::less<>> streams;
-  std::map<store_detail::EventKey, store_detail::GsiChange> gsi_changes;
-  std::map<store_detail::EventKey, store_detail::TtlCheck> ttl_checks;
+  store_detail::EventQueue<store_detail::GsiChange> gsi_changes;
+  store_detail::EventQueue<store_detail::TtlCheck> ttl_checks;
   std::deque<store_detail::Tombstone> tombstones;
   std::map<std::string, store_detail::TokenRecord> tokens;
   std::deque<std::pair<Instant, std::string>> token_expiry;
@@ -332,6 +372,7 @@ struct DynamoStore::State {
 
   TableState* find_table(std::string_view name);
   TableAccounting& account(std::string_view table);
+  static TableAccounting& account(const TableState& table) { return *table.accounting; }
 
   // Keys (dynamo_store_keys.cpp).
   Result<TableKey> key_of_item(const TableState& table, const Item& item) const;
@@ -381,7 +422,7 @@ struct DynamoStore::State {
   // or null when the item is not in the (sparse) index.
   std::shared_ptr<const Item> index_entry(const IndexState& index, const std::shared_ptr<const Item>& item) const;
   void apply_gsi_change(store_detail::GsiChange&& change);
-  void settle_gsi_change(store_detail::IndexState& index, store_detail::IndexItems::iterator item);
+  void settle_gsi_change(store_detail::IndexState& index, store_detail::IndexItems::value_type* item);
   void schedule_ttl(TableState& table, const TableKey& key, const Item& item, Instant now);
   void run_ttl_check(const store_detail::TtlCheck& check, Instant now);
   Instant advance(Instant now);

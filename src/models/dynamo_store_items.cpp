@@ -76,11 +76,11 @@ Result<void> DynamoStore::State::check_condition(TableState& table, const TableK
   if (dynamo::evaluate(*condition, old_item != nullptr ? *old_item : no_item)) return {};
   const WriteCost cost = failed_write_cost(table, key, old_item, 1);
   if (auto throttled = check_write_capacity(table, cost, now)) {
-    ++account(table.name).throttled_requests;
+    ++account(table).throttled_requests;
     return std::move(*throttled);
   }
   charge_write(table, cost);
-  ++account(table.name).conditional_check_failures;
+  ++account(table).conditional_check_failures;
   const bool return_old = on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old;
   return dynamo::conditional_check_failed(return_old ? copy_of(old_item) : std::nullopt);
 }
@@ -90,7 +90,7 @@ Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const Tab
                                                     Instant now, store_detail::ItemRecord* record) {
   const WriteCost cost = write_cost(table, key, old_item, new_item ? &*new_item : nullptr, 1);
   if (auto throttled = check_write_capacity(table, cost, now)) {
-    ++account(table.name).throttled_requests;
+    ++account(table).throttled_requests;
     return std::move(*throttled);
   }
   charge_write(table, cost);
@@ -114,10 +114,10 @@ Result<dynamo::Response> DynamoStore::State::get_item(const dynamo::GetItemReque
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
-  ++account(table->name).get_item;
+  ++account(*table).get_item;
   const uint32_t partition = store_detail::partition_of(key.hash, options.partitions_per_table);
   if (auto throttled = check_read_capacity(*table, nullptr, partition, now)) {
-    ++account(table->name).throttled_requests;
+    ++account(*table).throttled_requests;
     return std::move(*throttled);
   }
   const store_detail::ItemRecord* record = find_record(*table, key);
@@ -148,7 +148,7 @@ Result<dynamo::Response> DynamoStore::State::put_item(const dynamo::PutItemReque
   if (table == nullptr) return store_detail::resource_not_found();
   Item item = dynamo::with_canonical_numbers(request.item);
   LP_STORE_TRY(key, key_of_item(*table, item));
-  ++account(table->name).put_item;
+  ++account(*table).put_item;
   store_detail::ItemRecord* record = find_record(*table, key);
   const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,
@@ -167,7 +167,7 @@ Result<dynamo::Response> DynamoStore::State::delete_item(const dynamo::DeleteIte
   TableState* table = find_table(request.table_name);
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
-  ++account(table->name).delete_item;
+  ++account(*table).delete_item;
   store_detail::ItemRecord* record = find_record(*table, key);
   const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,

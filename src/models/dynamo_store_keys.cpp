@@ -40,6 +40,21 @@ bool TableKeyLess::operator()(const TableKey& a, const TableKey& b) const {
   return compare_keys(a.range, b.range) < 0;
 }
 
+namespace {
+
+std::size_t key_value_hash(const AttributeValue& value) {
+  const auto type = static_cast<std::size_t>(value.type());
+  if (value.is(AttributeType::null)) return type;
+  return std::hash<std::string_view>{}(value.text()) ^ (type * 0x9E3779B97F4A7C15ULL);
+}
+
+}  // namespace
+
+std::size_t TableKeyHash::operator()(const TableKey& key) const {
+  const std::size_t hash = key_value_hash(key.hash);
+  return hash ^ (key_value_hash(key.range) + 0x9E3779B97F4A7C15ULL + (hash << 6) + (hash >> 2));
+}
+
 bool IndexEntryKeyLess::operator()(const IndexEntryKey& a, const IndexEntryKey& b) const {
   const int range = compare_keys(a.range, b.range);
   if (range != 0) return range < 0;
@@ -135,8 +150,9 @@ IndexEntryPair index_entries(const IndexState& index, const Item* old_item, cons
       const AttributeValue* new_value = find_value(new_item, name);
       if (old_value != nullptr) pair.old_bytes += name.size() + dynamo::attribute_size_bytes(*old_value);
       if (new_value != nullptr) pair.new_bytes += name.size() + dynamo::attribute_size_bytes(*new_value);
-      if ((old_value == nullptr) != (new_value == nullptr) ||
-          (old_value != nullptr && !(*old_value == *new_value))) {
+      // Once one attribute differs, the rest need not be compared.
+      if (pair.same && ((old_value == nullptr) != (new_value == nullptr) ||
+                        (old_value != nullptr && !(*old_value == *new_value)))) {
         pair.same = false;
       }
       if (name == index.hash.name) {
@@ -296,7 +312,11 @@ Result<TableKey> DynamoStore::State::key_of_key(const TableState& table, const I
   if (table.range) {
     if (auto problem = store_detail::check_key_piece(key, *table.range, false)) return std::move(*problem);
   }
-  return store_detail::table_key_from(table, dynamo::with_canonical_numbers(key));
+  // The key values in canonical form, copied once (not the whole key item).
+  TableKey table_key = store_detail::table_key_from(table, key);
+  dynamo::canonicalize_numbers(table_key.hash);
+  dynamo::canonicalize_numbers(table_key.range);
+  return table_key;
 }
 
 ItemRecord* DynamoStore::State::find_record(TableState& table, const TableKey& key) {
@@ -319,7 +339,7 @@ bool DynamoStore::State::draw_stale_replica(bool consistent_read) {
 const Item* DynamoStore::State::eventual(TableState& table, const ItemRecord& record, bool stale, Instant now) {
   const bool recent = now < record.written_at + options.eventual_read_window;
   if (stale && recent) {
-    ++account(table.name).stale_reads;
+    ++account(table).stale_reads;
     return record.previous.get();
   }
   return record.current.get();

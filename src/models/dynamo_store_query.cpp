@@ -242,10 +242,10 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
     start = dynamo::with_canonical_numbers(*request.exclusive_start_key);
     LP_STORE_TRY_VOID(check_start_key(*start, plan, *table));
   }
-  ++account(table->name).query;
+  ++account(*table).query;
   const uint32_t partition = store_detail::partition_of(plan.key_condition.partition_value, options.partitions_per_table);
   if (auto throttled = check_read_capacity(*table, index, partition, now)) {
-    ++account(table->name).throttled_requests;
+    ++account(*table).throttled_requests;
     return std::move(*throttled);
   }
   PageBuilder page(request, plan);

@@ -110,7 +110,7 @@ Result<dynamo::Response> DynamoStore::State::batch_write_item(const dynamo::Batc
     const Item* old_item = latest(*write.table, write.key);
     const WriteCost cost = write_cost(*write.table, write.key, old_item, write.item ? &*write.item : nullptr, 1);
     if (auto throttled = check_write_capacity(*write.table, cost, now)) {
-      ++account(write.table->name).throttled_requests;
+      ++account(*write.table).throttled_requests;
       response.unprocessed_items[write.table->name].push_back(*write.request);
       last_throttle = std::move(throttled);
       continue;
@@ -403,7 +403,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
       CancellationReason reason{"ConditionalCheckFailed", "The conditional request failed", std::nullopt};
       if (action.on_failure == dynamo::ReturnValuesOnConditionCheckFailure::all_old) reason.item = copy_of(old_item);
       fail(i, std::move(reason));
-      ++account(action.table->name).conditional_check_failures;
+      ++account(*action.table).conditional_check_failures;
     } else if (action.kind == ActionKind::put) {
       next = std::move(action.put_item);  // not read again
     } else if (action.kind == ActionKind::update) {

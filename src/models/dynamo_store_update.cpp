@@ -73,7 +73,19 @@ Result<Item> updated_item(const TableState& table, const Item& key_item, const I
   } else {
     next = base;
   }
-  dynamo::canonicalize_numbers(next);
+  if (plan && old_item != nullptr) {
+    // Every stored version is canonical (each write path makes it so): only
+    // what the plan wrote can hold a number in another form.
+    for (const auto& action : plan->plan->actions) {
+      if (action.kind != dynamo::UpdateAction::Kind::remove) dynamo::canonicalize_member(next, action.path[0].name);
+    }
+#ifndef NDEBUG
+    LP_ASSERT_MSG(dynamo::with_canonical_numbers(*old_item) == *old_item, "a stored item with a number not canonical");
+    LP_ASSERT_MSG(dynamo::with_canonical_numbers(next) == next, "an updated item with a number not canonical");
+#endif
+  } else {
+    dynamo::canonicalize_numbers(next);
+  }
   for (const auto& index : table.indexes) {
     if (auto problem = check_index_key_value(index, index.hash, next)) return std::move(*problem);
     if (index.range) {
@@ -131,7 +143,7 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   if (plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(*table, *plan));
-  ++account(table->name).update_item;
+  ++account(*table).update_item;
   store_detail::ItemRecord* record = find_record(*table, key);
   const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,

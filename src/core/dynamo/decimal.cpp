@@ -291,6 +291,13 @@ void canonicalize_numbers(Item& item) {
   for (auto& [name, value] : item) canonicalize_numbers(value);
 }
 
+void canonicalize_member(Item& item, std::string_view name) {
+  const Item& members = item;
+  const auto found = members.find(name);
+  if (found == members.end() || !may_change(found->second)) return;  // read only: the cached size stays
+  canonicalize_numbers(item.find(name)->second);
+}
+
 AttributeValue with_canonical_numbers(AttributeValue value) {
   canonicalize_numbers(value);
   return value;

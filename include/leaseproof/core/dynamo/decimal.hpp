@@ -67,5 +67,7 @@ Item with_canonical_numbers(Item item);
 // The same, in place: only the numbers that are not canonical yet change.
 void canonicalize_numbers(AttributeValue& value);
 void canonicalize_numbers(Item& item);
+// The same for one top-level attribute (absent: nothing to do).
+void canonicalize_member(Item& item, std::string_view name);
 
 }  // namespace leaseproof::dynamo
