@@ -60,6 +60,15 @@ struct KeyLess {
   bool operator()(const AttributeValue& a, const AttributeValue& b) const { return compare_keys(a, b) < 0; }
 };
 
+// Hashing of key values: store keys hold canonical numbers, so equal keys
+// have equal text, and structural equality is key equality.
+struct KeyValueHash {
+  std::size_t operator()(const AttributeValue& value) const;
+};
+struct KeyValueEqual {
+  bool operator()(const AttributeValue& a, const AttributeValue& b) const { return a == b; }
+};
+
 struct TableKey {
   AttributeValue hash;
   AttributeValue range;  // NULL for hash-only tables
@@ -178,8 +187,9 @@ struct TableState {
   dynamo::TableDescription description;
   KeyAttribute hash;
   std::optional<KeyAttribute> range;
-  // hash value -> range value (NULL when hash-only) -> record.
-  std::map<AttributeValue, std::map<AttributeValue, ItemRecord, KeyLess>, KeyLess> items;
+  // hash value -> range value (NULL when hash-only) -> record. Partitions
+  // are hashed (only ever found by their value), ranges ordered (Query).
+  std::unordered_map<AttributeValue, std::map<AttributeValue, ItemRecord, KeyLess>, KeyValueHash, KeyValueEqual> items;
   std::size_t live_items = 0;
   std::vector<IndexState> indexes;
   std::vector<Throughput> partitions;

@@ -40,19 +40,15 @@ bool TableKeyLess::operator()(const TableKey& a, const TableKey& b) const {
   return compare_keys(a.range, b.range) < 0;
 }
 
-namespace {
-
-std::size_t key_value_hash(const AttributeValue& value) {
+std::size_t KeyValueHash::operator()(const AttributeValue& value) const {
   const auto type = static_cast<std::size_t>(value.type());
   if (value.is(AttributeType::null)) return type;
   return std::hash<std::string_view>{}(value.text()) ^ (type * 0x9E3779B97F4A7C15ULL);
 }
 
-}  // namespace
-
 std::size_t TableKeyHash::operator()(const TableKey& key) const {
-  const std::size_t hash = key_value_hash(key.hash);
-  return hash ^ (key_value_hash(key.range) + 0x9E3779B97F4A7C15ULL + (hash << 6) + (hash >> 2));
+  const std::size_t hash = KeyValueHash{}(key.hash);
+  return hash ^ (KeyValueHash{}(key.range) + 0x9E3779B97F4A7C15ULL + (hash << 6) + (hash >> 2));
 }
 
 bool IndexEntryKeyLess::operator()(const IndexEntryKey& a, const IndexEntryKey& b) const {
@@ -145,9 +141,23 @@ IndexEntryPair index_entries(const IndexState& index, const Item* old_item, cons
   } else {
     for (const std::string& name : index.projected) {  // holds the index keys
       // Found by name (Item::find scans a small item by length first):
-      // cheaper than walking both items in name order.
-      const AttributeValue* old_value = find_value(old_item, name);
-      const AttributeValue* new_value = find_value(new_item, name);
+      // cheaper than walking both items in name order. An update mostly
+      // keeps the item's attribute names: the new item is tried at the
+      // position the name holds in the old one first.
+      const AttributeValue* old_value = nullptr;
+      const AttributeValue* new_value = nullptr;
+      if (old_item != nullptr) {
+        const auto old_at = old_item->find(name);
+        if (old_at != old_item->end()) {
+          old_value = &old_at->second;
+          const auto offset = old_at - old_item->begin();
+          if (new_item != nullptr && offset < static_cast<std::ptrdiff_t>(new_item->size())) {
+            const auto& candidate = *(new_item->begin() + offset);
+            if (lex_equal(candidate.first, name)) new_value = &candidate.second;
+          }
+        }
+      }
+      if (new_value == nullptr) new_value = find_value(new_item, name);
       if (old_value != nullptr) pair.old_bytes += name.size() + dynamo::attribute_size_bytes(*old_value);
       if (new_value != nullptr) pair.new_bytes += name.size() + dynamo::attribute_size_bytes(*new_value);
       // Once one attribute differs, the rest need not be compared.

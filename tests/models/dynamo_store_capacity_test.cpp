@@ -85,6 +85,34 @@ TEST(DynamoStoreCost, IndexWritesAreSizedByTheirProjectedEntries) {
   }
 }
 
+// An update that adds or removes attributes moves the others within the
+// item: whether the projected entry changed must not depend on where its
+// attributes sit (the store looks them up at their old place first).
+TEST(DynamoStoreCost, AnIncludedEntryIsComparedByNameWhenOtherAttributesComeAndGo) {
+  DynamoStore store(DynamoStoreOptions::faults_off(), 22);
+  auto table = leases_table(dynamo::ProjectionType::include);
+  table.global_secondary_indexes[0].projection.non_key_attributes = {"note"};
+  ASSERT_TRUE(store.apply(table, at_ms(0)).ok());
+  auto index_wcu = [&] { return store.accounting("leases").indexes.at("by_state").write_units; };
+  const Item key{{"pk", S("a")}};
+  ASSERT_TRUE(store.apply(put("leases", {{"pk", S("a")}, {"desired_state", S("STARTED")},
+                                         {"lease_expires_at_ms", N(1)}, {"note", S("n")}}), at_ms(0)).ok());
+  EXPECT_EQ(index_wcu(), 1);
+  // "a_first" sorts before every projected name: each of them moves one place.
+  ASSERT_TRUE(store.apply(update_request("leases", key, "SET a_first = :v", {{":v", S("n")}}), at_ms(1)).ok());
+  EXPECT_EQ(index_wcu(), 1);  // the entry (keys and note) is unchanged
+  ASSERT_TRUE(store.apply(update_request("leases", key, "REMOVE a_first"), at_ms(2)).ok());
+  EXPECT_EQ(index_wcu(), 1);
+  // A projected attribute changed while another one arrives in front of it.
+  ASSERT_TRUE(store.apply(update_request("leases", key, "SET a_first = :v, note = :n",
+                                         {{":v", S("n")}, {":n", S("m")}}), at_ms(3)).ok());
+  EXPECT_EQ(index_wcu(), 2);
+  // The same value under another name in the old place is not the same entry.
+  ASSERT_TRUE(store.apply(update_request("leases", key, "REMOVE a_first SET b_second = :v", {{":v", S("m")}}),
+                          at_ms(4)).ok());
+  EXPECT_EQ(index_wcu(), 2);
+}
+
 class DynamoStoreCapacity : public ::testing::Test {
  protected:
   DynamoStore store_{DynamoStoreOptions::faults_off(), 23};
