@@ -372,10 +372,6 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   // Coverage: marks (by name) and model events (by label), counted on every
   // note of the run, so counted without building a key for each; ordered
   // (as reported) once at the end.
-  struct TextHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
-  };
   using Counts = std::unordered_map<std::string, uint64_t, TextHash, std::equal_to<>>;
   Counts marks;
   Counts notes;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string_view>
 
 namespace leaseproof {
@@ -76,6 +77,13 @@ inline bool lex_equal(std::string_view a, std::string_view b) noexcept {
 struct LexLess {
   using is_transparent = void;
   bool operator()(std::string_view a, std::string_view b) const noexcept { return lex_compare(a, b) < 0; }
+};
+
+// A transparent hash for unordered containers of strings, looked up by
+// string_view (with std::equal_to<>).
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
 };
 
 }  // namespace leaseproof

@@ -374,10 +374,17 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
   }
   watch_count_ = 0;
   // Stop acting first: the release is only written once the session is closed.
+  // In connection order, whatever the order of the slots.
+  std::vector<Slot*> held;
+  held.reserve(held_count_);
   for (auto& [connection, entry] : slots_) {
-    if (!entry.held) continue;
-    close(connection, *entry.held, CloseReason::drained, out);
-    release(connection, *entry.held, now, out);
+    if (entry.held) held.push_back(&entry);
+  }
+  std::sort(held.begin(), held.end(),
+            [](const Slot* a, const Slot* b) { return lex_compare(*a->connection, *b->connection) < 0; });
+  for (Slot* entry : held) {
+    close(*entry->connection, *entry->held, CloseReason::drained, out);
+    release(*entry->connection, *entry->held, now, out);
   }
   finish_drain(out);
 }

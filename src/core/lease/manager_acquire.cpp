@@ -16,20 +16,28 @@ std::optional<LeaseView> item_lease(const std::optional<dynamo::Item>& item) {
 }
 
 // Rendezvous hashing: a stable score of (connection, worker), so every worker
-// that knows the same set of workers picks the same watchers.
-uint64_t score(std::string_view connection, std::string_view worker) {
+// that knows the same set of workers picks the same watchers. The
+// connection's part is mixed once and shared by every worker's score.
+constexpr uint64_t kFnvPrime = 0x100000001B3ULL;
+
+void mix_score(uint64_t& hash, std::string_view text) {
+  for (char c : text) hash = (hash ^ static_cast<uint8_t>(c)) * kFnvPrime;
+  hash = (hash ^ 0xFF) * kFnvPrime;
+}
+
+uint64_t connection_score_part(std::string_view connection) {
   uint64_t hash = 0xCBF29CE484222325ULL;
-  auto mix = [&hash](std::string_view text) {
-    for (char c : text) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001B3ULL;
-    hash = (hash ^ 0xFF) * 0x100000001B3ULL;
-  };
-  mix(connection);
-  mix(worker);
+  mix_score(hash, connection);
+  return hash;
+}
+
+uint64_t score(uint64_t connection_part, std::string_view worker) {
+  uint64_t hash = connection_part;
+  mix_score(hash, worker);
   hash ^= hash >> 31;
   hash *= 0x7FB5D329728EA185ULL;
   return hash ^ (hash >> 27);
 }
-
 
 }  // namespace
 
@@ -146,21 +154,20 @@ bool LeaseManager::on_released(std::string_view connection, Clock now, Actions& 
 // watchers_per_lease workers by rendezvous score among the workers seen
 // owning leases (and this one), the lease's owner excluded.
 bool LeaseManager::watches(const LeaseView& lease) const {
-  std::vector<std::pair<uint64_t, std::string_view>> ranked;
-  auto consider = [&](std::string_view worker) {
-    if (worker != lease.owner) ranked.emplace_back(score(lease.connection, worker), worker);
-  };
-  consider(worker_id_);
+  if (lease.owner == worker_id_) return false;
+  // This worker is a watcher when fewer than watchers_per_lease others rank
+  // before it: by score, highest first, then by name.
+  const uint64_t part = connection_score_part(lease.connection);
+  const uint64_t mine = score(part, worker_id_);
+  size_t before = 0;
   for (const std::string& worker : known_workers_) {
-    if (worker != worker_id_) consider(worker);
+    if (worker == worker_id_ || worker == lease.owner) continue;
+    const uint64_t theirs = score(part, worker);
+    if ((theirs > mine || (theirs == mine && worker < worker_id_)) && ++before >= config_.watchers_per_lease) {
+      return false;
+    }
   }
-  const size_t keep = std::min<size_t>(config_.watchers_per_lease, ranked.size());
-  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
-                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  for (size_t i = 0; i < keep; ++i) {
-    if (ranked[i].second == worker_id_) return true;
-  }
-  return false;
+  return true;
 }
 
 // Records what a read or a sweep showed of someone else's lease, and decides

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -230,7 +231,9 @@ class LeaseManager {
   RandomSource& random_;
   FaultHook& faults_;
   uint64_t next_token_ = 1;
-  std::map<std::string, Slot, LexLess> slots_;
+  // Hashed: found by name on every reply and timer; nothing depends on the
+  // order of its walks (the drain sorts what it sends).
+  std::unordered_map<std::string, Slot, TextHash, std::equal_to<>> slots_;
   size_t held_count_ = 0;
   size_t watch_count_ = 0;
   std::map<uint64_t, Pending> pending_;
