@@ -121,6 +121,7 @@ class Item {
   // from members already in order without a search. Out of order is a bug
   // (checked).
   void append_sorted(const value_type& member);
+  void append_sorted(value_type&& member);
 
   size_type erase(std::string_view name);
   iterator erase(const_iterator position);
@@ -338,6 +339,14 @@ inline void Item::append_sorted(const value_type& member) {
   }
   forget_size();
   entries_.push_back(member);
+}
+
+inline void Item::append_sorted(value_type&& member) {
+  if (!entries_.empty() && lex_compare(entries_.back().first, member.first) >= 0) {
+    throw std::invalid_argument("Item::append_sorted: member out of order");
+  }
+  forget_size();
+  entries_.push_back(std::move(member));
 }
 
 inline Item::iterator Item::erase(const_iterator position) {
