@@ -31,12 +31,17 @@ bool before(Position a, Position b) { return a.epoch != b.epoch ? a.epoch < b.ep
 // write of the same (connection#epoch, seq) is refused, never duplicated.
 constexpr const char* kRecordAbsent = "attribute_not_exists(pk)";
 
+// One per message: built in name order, each member appended (no brace
+// list to copy from and sort).
 Item record_item(std::string_view connection, std::string_view worker, int64_t lease_epoch, const Message& message) {
-  return Item{{"pk", S(sink_key(connection, message.epoch))},
-              {"seq", N(message.seq)},
-              {"bytes", N(int64_t{message.bytes})},
-              {"lease_epoch", N(lease_epoch)},
-              {"recorded_by", S(worker)}};
+  Item item;
+  item.reserve(5);
+  item.append_sorted({"bytes", N(int64_t{message.bytes})});
+  item.append_sorted({"lease_epoch", N(lease_epoch)});
+  item.append_sorted({"pk", S(sink_key(connection, message.epoch))});
+  item.append_sorted({"recorded_by", S(worker)});
+  item.append_sorted({"seq", N(message.seq)});
+  return item;
 }
 
 // The fenced checkpoint: only the current owner under its current lease
@@ -48,10 +53,21 @@ constexpr const char* kCheckpointCondition =
 constexpr const char* kCheckpointUpdate = "SET stream_epoch = :se, last_seq = :s";
 
 dynamo::ExpressionAttributeValues checkpoint_values(std::string_view worker, int64_t lease_epoch, Position through) {
-  return {{":me", S(worker)}, {":epoch", N(lease_epoch)}, {":se", N(through.epoch)}, {":s", N(through.seq)}};
+  dynamo::ExpressionAttributeValues values;  // in name order, as record_item
+  values.reserve(4);
+  values.append_sorted({":epoch", N(lease_epoch)});
+  values.append_sorted({":me", S(worker)});
+  values.append_sorted({":s", N(through.seq)});
+  values.append_sorted({":se", N(through.epoch)});
+  return values;
 }
 
-Item lease_key(std::string_view connection) { return Item{{"pk", S(lease::connection_key(connection))}}; }
+Item lease_key(std::string_view connection) {
+  Item key;
+  key.reserve(1);
+  key.append_sorted({"pk", S(lease::connection_key(connection))});
+  return key;
+}
 
 void check_batch(const std::vector<Message>& messages, Position previous, Position through) {
   LP_ASSERT(!messages.empty());
