@@ -224,11 +224,11 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
     if (actions[i].table == nullptr) return store_detail::resource_not_found();
     LP_STORE_TRY_VOID(bind_action(state, request.transact_items[i], actions[i]));
     // An item named twice: compared with every earlier action (at most 99,
-    // usually one or two: cheaper than building a set).
+    // usually a few: cheaper than building a set). Keys hold canonical
+    // numbers, so equal keys are equal values, compared without parsing.
     const PreparedAction& action = actions[i];
     const auto same_item = [&](const PreparedAction& earlier) {
-      return earlier.table == action.table && store_detail::compare_keys(earlier.key.hash, action.key.hash) == 0 &&
-             store_detail::compare_keys(earlier.key.range, action.key.range) == 0;
+      return earlier.table == action.table && store_detail::TableKeyEqual{}(earlier.key, action.key);
     };
     if (std::any_of(actions.begin(), actions.begin() + static_cast<std::ptrdiff_t>(i), same_item)) {
       return dynamo::validation_error("Transaction request cannot include multiple operations on one item");

@@ -38,6 +38,22 @@ class DynamoStoreTransact : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(store_.apply(leases_table(), now_).ok()); }
 };
 
+// One item named twice, its number key written two ways (1 and 1.0 are one
+// key): still one item. Other numbers of the same partition are not.
+TEST_F(DynamoStoreTransact, AnItemNamedTwiceIsFoundWhateverFormItsNumberKeyTakes) {
+  ASSERT_TRUE(store_.apply(events_table(), now_).ok());
+  dynamo::TransactWriteItemsRequest request;
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("p")}, {"sk", N("1")}}, on("events")});
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("p")}, {"sk", N("10")}}, on("events")});
+  request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("p")}, {"sk", N("2")}}, on("events")});
+  ASSERT_TRUE(store_.apply(request, now_).ok());
+  request.transact_items.push_back(dynamo::TransactDelete{{{"pk", S("p")}, {"sk", N("1.0")}}, on("events")});
+  EXPECT_EQ(error_message(store_.apply(request, now_)),
+            "Transaction request cannot include multiple operations on one item");
+  request.transact_items.back() = dynamo::TransactDelete{{{"pk", S("p")}, {"sk", N("100")}}, on("events")};
+  EXPECT_TRUE(store_.apply(request, now_).ok());
+}
+
 TEST_F(DynamoStoreTransact, AFailedConditionCancelsEveryAction) {
   const Item held{{"pk", S("b")}, {"holder", S("x")}};
   ASSERT_TRUE(store_.apply(put("leases", held), now_).ok());

@@ -1,5 +1,6 @@
 #include <leaseproof/core/resume/session.hpp>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <leaseproof/core/lease/requests.hpp>
@@ -22,7 +23,8 @@ uint64_t fnv1a(std::string_view text) {
 // token reused with other parameters is an IdempotentParameterMismatch), at
 // most 36 characters.
 std::string request_token(std::string_view connection, int64_t lease_epoch, Position through) {
-  std::string token = fmt::format("{:016x}-{}-{}-{}", fnv1a(connection), lease_epoch, through.epoch, through.seq);
+  std::string token = fmt::format(FMT_COMPILE("{:016x}-{}-{}-{}"), fnv1a(connection), lease_epoch, through.epoch,
+                                  through.seq);
   if (token.size() > 36) token.resize(36);
   return token;
 }
