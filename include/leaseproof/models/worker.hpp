@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
@@ -117,7 +118,7 @@ class WorkerProcess final : public sim::Process {
   Instant timer_at_ = Instant::max();
   uint32_t sqs_in_flight_ = 0;  // receives and hand-backs awaiting their reply
   bool drained_ = false;        // DrainComplete seen: exit when sqs_in_flight_ is 0
-  std::map<std::string, Stream, LexLess> streams_;
+  std::unordered_map<std::string, Stream, TextHash, std::equal_to<>> streams_;  // found by name, never walked
   std::map<ws::ConnectionId, std::string> stream_by_socket_;
   std::set<std::pair<Instant, std::string>> stream_wakeups_;  // stale entries dropped when they surface
   uint64_t stream_timer_ = 0;
