@@ -35,6 +35,7 @@ NodeClock::NodeClock(ClockModel model) : model_(std::move(model)) {
 }
 
 Duration NodeClock::drift(Instant true_now) const {
+  if (model_.drift_ppm == 0) return Duration::zero();  // most clocks: no division at all
   if (!drift_known_ || true_now != drift_at_) {
     drift_ = Duration::from_ns(floor_div(static_cast<int128>(true_now.ns()) * model_.drift_ppm, kPpm));
     drift_at_ = true_now;
