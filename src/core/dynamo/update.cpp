@@ -85,11 +85,21 @@ AttributeValue* parent_of(Item& item, const DocumentPath& path) {
   return at;
 }
 
-Result<void> set_path(Item& item, const DocumentPath& path, AttributeValue value) {
+// `size`: the item's size, followed through top-level writes (the member's
+// old size out, its new size in); reset by a nested write, whose effect on
+// the enclosing member is not followed.
+using FollowedSize = std::optional<std::size_t>;
+
+Result<void> set_path(Item& item, const DocumentPath& path, AttributeValue value, FollowedSize& size) {
   if (path.size() == 1) {
-    item[path[0].name] = std::move(value);
+    const std::string& name = path[0].name;
+    const auto [at, inserted] = item.try_emplace(name);
+    if (size && !inserted) *size -= name.size() + attribute_size_bytes(at->second);
+    at->second = std::move(value);
+    if (size) *size += name.size() + attribute_size_bytes(at->second);
     return {};
   }
+  size.reset();
   AttributeValue* parent = parent_of(item, path);
   const PathElement& last = path.back();
   if (parent == nullptr) return invalid_path();
@@ -109,11 +119,19 @@ Result<void> set_path(Item& item, const DocumentPath& path, AttributeValue value
   return {};
 }
 
-Result<void> remove_path(Item& item, const DocumentPath& path) {
+Result<void> remove_path(Item& item, const DocumentPath& path, FollowedSize& size) {
   if (path.size() == 1) {
-    item.erase(path[0].name);
+    const std::string& name = path[0].name;
+    if (size) {
+      const Item& members = item;
+      if (const auto found = members.find(name); found != members.end()) {
+        *size -= name.size() + attribute_size_bytes(found->second);
+      }
+    }
+    item.erase(name);
     return {};
   }
+  size.reset();
   AttributeValue* parent = parent_of(item, path);
   if (parent == nullptr) return invalid_path();
   const PathElement& last = path.back();
@@ -165,22 +183,22 @@ Result<std::optional<AttributeValue>> add_or_delete(const AttributeValue* curren
 }
 
 Result<void> apply_action(const UpdateAction& action, const Item& old_item, Item& item,
-                          const ExpressionAttributeValues* values) {
+                          const ExpressionAttributeValues* values, FollowedSize& size) {
   switch (action.kind) {
     case UpdateAction::Kind::set: {
       auto value = evaluate_value(action.value, old_item, values);
       if (!value) return std::move(value).error();
-      return set_path(item, action.path, std::move(value).value());
+      return set_path(item, action.path, std::move(value).value(), size);
     }
-    case UpdateAction::Kind::remove: return remove_path(item, action.path);
+    case UpdateAction::Kind::remove: return remove_path(item, action.path, size);
     case UpdateAction::Kind::add:
     case UpdateAction::Kind::delete_elements: {
       auto next = add_or_delete(resolve(item, action.path), operand_value(action.value, values),
                                 action.kind == UpdateAction::Kind::add);
       if (!next) return std::move(next).error();
-      if (next->has_value()) return set_path(item, action.path, std::move(**next));
+      if (next->has_value()) return set_path(item, action.path, std::move(**next), size);
       if (resolve(item, action.path) == nullptr) return {};
-      return remove_path(item, action.path);
+      return remove_path(item, action.path, size);
     }
   }
   LP_UNREACHABLE("update action kind {}", static_cast<int>(action.kind));
@@ -215,6 +233,9 @@ Result<Item> applied_with(const UpdatePlan& plan, const ExpressionAttributeValue
                           const Item& item) {
   if (auto keys = check_key_attributes(plan, key_schema); !keys) return std::move(keys).error();
   Item next = item;
+  // The new size follows the writes from the old one (kept in stored
+  // versions), rather than a sum over every member afterwards.
+  FollowedSize size = item_size_bytes(item);
   // List indices in REMOVE refer to the list before the update, so removals
   // run last and from the highest index down (paths never overlap, so this
   // cannot change what the other actions see).
@@ -224,14 +245,15 @@ Result<Item> applied_with(const UpdatePlan& plan, const ExpressionAttributeValue
       removals.push_back(&action);
       continue;
     }
-    if (auto done = apply_action(action, item, next, values); !done) return std::move(done).error();
+    if (auto done = apply_action(action, item, next, values, size); !done) return std::move(done).error();
   }
   std::sort(removals.begin(), removals.end(), [](const UpdateAction* a, const UpdateAction* b) {
     return path_less(b->path, a->path);
   });
   for (const UpdateAction* action : removals) {
-    if (auto done = apply_action(*action, item, next, values); !done) return std::move(done).error();
+    if (auto done = apply_action(*action, item, next, values, size); !done) return std::move(done).error();
   }
+  if (size) next.keep_size(*size);
   if (item_size_bytes(next) > item_size_bytes_max) {
     return validation_error("Item size to update has exceeded the maximum allowed size");
   }

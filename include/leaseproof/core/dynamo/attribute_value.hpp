@@ -129,6 +129,11 @@ class Item {
 
   bool operator==(const Item& other) const;
 
+  // Records what item_size_bytes would answer, known by other means (an
+  // update's new size, followed as it writes). Debug builds check it against
+  // a fresh sum at the next item_size_bytes.
+  void keep_size(std::size_t bytes) const { size_bytes_ = bytes; }
+
  private:
   friend std::size_t item_size_bytes(const Item& item);
   static constexpr std::size_t kSizeUnknown = static_cast<std::size_t>(-1);
