@@ -225,6 +225,12 @@ Result<dynamo::Response> DynamoStore::State::create_table(const dynamo::CreateTa
       }
       std::sort(index.projected.begin(), index.projected.end());
       index.projected.erase(std::unique(index.projected.begin(), index.projected.end()), index.projected.end());
+      const auto position = [&index](const std::string& name) {
+        return static_cast<std::size_t>(std::find(index.projected.begin(), index.projected.end(), name) -
+                                        index.projected.begin());
+      };
+      index.hash_at = position(index.hash.name);
+      if (index.range) index.range_at = position(index.range->name);
     }
     table.indexes.push_back(std::move(index));
   }

@@ -104,7 +104,7 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
         entries.old_in && entries.new_in &&
         (store_detail::compare_keys(*entries.old_hash, *entries.new_hash) != 0 ||
          (index.range && store_detail::compare_keys(*entries.old_range, *entries.new_range) != 0));
-    if (!entries.new_in || key_changed) add_write(*entries.old_hash, entries.old_bytes);
+    if (!entries.new_in || key_changed) add_write(*entries.old_hash, store_detail::entry_bytes(index, *old_item));
     if (entries.new_in) add_write(*entries.new_hash, entries.new_bytes);
     cost.indexes.push_back(std::move(index_cost));
   }

@@ -180,6 +180,10 @@ struct IndexState {
   // KEYS_ONLY and INCLUDE: the attributes an entry keeps (table key, index
   // key, included attributes), sorted and unique; empty for ALL.
   std::vector<std::string> projected;
+  // Where the index keys sit in `projected` (KEYS_ONLY and INCLUDE; no
+  // range key: past the end).
+  std::size_t hash_at = 0;
+  std::size_t range_at = static_cast<std::size_t>(-1);
 };
 
 struct TableState {
@@ -304,9 +308,9 @@ Item pick_sorted(const Item& item, const std::vector<std::string>& sorted_names)
 bool indexed(const IndexState& index, const Item& item);
 // What two versions of an item (nullptr: absent) show in one index, each
 // projected attribute looked up in both: whether each
-// is in the (sparse) index, its index key values and entry size, and whether
-// the two entries are equal (the projected attributes, or the whole item
-// for ALL).
+// is in the (sparse) index, its index key values, the new entry's size, and
+// whether the two entries are equal (the projected attributes, or the whole
+// item for ALL).
 struct IndexEntryPair {
   bool old_in = false;
   bool new_in = false;
@@ -315,10 +319,13 @@ struct IndexEntryPair {
   const AttributeValue* new_hash = nullptr;
   const AttributeValue* old_range = nullptr;  // null for hash-only indexes
   const AttributeValue* new_range = nullptr;
-  std::size_t old_bytes = 0;  // entry sizes, when in the index
-  std::size_t new_bytes = 0;
+  std::size_t new_bytes = 0;  // the new entry's size, when in the index
 };
 IndexEntryPair index_entries(const IndexState& index, const Item* old_item, const Item* new_item);
+// The size of an item's entry in the index (its projected attributes, or the
+// whole item for ALL). The old entry's size is needed only when the entry
+// moves or leaves: asked for then, not for every write.
+std::size_t entry_bytes(const IndexState& index, const Item& item);
 // ConsumedCapacity of a read charged to the table or to one index.
 std::optional<dynamo::ConsumedCapacity> read_consumed(dynamo::ReturnConsumedCapacity mode, const std::string& table,
                                                       const IndexState* index, int64_t half_units);

@@ -158,17 +158,17 @@ IndexEntryPair index_entries(const IndexState& index, const Item* old_item, cons
         }
       }
       if (new_value == nullptr) new_value = find_value(new_item, name);
-      if (old_value != nullptr) pair.old_bytes += name.size() + dynamo::attribute_size_bytes(*old_value);
       if (new_value != nullptr) pair.new_bytes += name.size() + dynamo::attribute_size_bytes(*new_value);
       // Once one attribute differs, the rest need not be compared.
       if (pair.same && ((old_value == nullptr) != (new_value == nullptr) ||
                         (old_value != nullptr && !(*old_value == *new_value)))) {
         pair.same = false;
       }
-      if (name == index.hash.name) {
+      const std::size_t at = static_cast<std::size_t>(&name - index.projected.data());
+      if (at == index.hash_at) {
         pair.old_hash = old_value;
         pair.new_hash = new_value;
-      } else if (index.range && name == index.range->name) {
+      } else if (at == index.range_at) {
         pair.old_range = old_value;
         pair.new_range = new_value;
       }
@@ -181,11 +181,17 @@ IndexEntryPair index_entries(const IndexState& index, const Item* old_item, cons
   } else if (index.projected.empty()) {
     pair.same = *old_item == *new_item;
   }
-  if (index.projected.empty()) {
-    if (pair.old_in) pair.old_bytes = dynamo::item_size_bytes(*old_item);
-    if (pair.new_in) pair.new_bytes = dynamo::item_size_bytes(*new_item);
-  }
+  if (index.projected.empty() && pair.new_in) pair.new_bytes = dynamo::item_size_bytes(*new_item);
   return pair;
+}
+
+std::size_t entry_bytes(const IndexState& index, const Item& item) {
+  if (index.projected.empty()) return dynamo::item_size_bytes(item);
+  std::size_t bytes = 0;
+  for (const std::string& name : index.projected) {
+    if (const AttributeValue* value = find_value(&item, name)) bytes += name.size() + dynamo::attribute_size_bytes(*value);
+  }
+  return bytes;
 }
 
 const IndexState* TableState::find_index(std::string_view index_name) const {
