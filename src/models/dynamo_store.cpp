@@ -4,6 +4,7 @@
 #include <leaseproof/models/dynamo_store.hpp>
 
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include <fmt/format.h>
@@ -252,11 +253,19 @@ namespace {
 // checked before anything else and worded as a framework constraint
 // violation, except a bad length in CreateTable (both as dynalite, whose
 // wording follows DynamoDB's, answers them).
+// [a-zA-Z0-9_.-], by byte: every request's table name is checked.
+constexpr std::array<bool, 256> kTableNameBytes = [] {
+  std::array<bool, 256> allowed{};
+  for (int c = 0; c < 256; ++c) {
+    allowed[static_cast<std::size_t>(c)] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                           (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+  }
+  return allowed;
+}();
+
 std::optional<dynamo::DynamoError> check_table_name(std::string_view name, bool create) {
-  const bool allowed = std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-           c == '-';
-  });
+  const bool allowed = std::all_of(name.begin(), name.end(),
+                                   [](char c) { return kTableNameBytes[static_cast<uint8_t>(c)]; });
   const bool length_ok = name.size() >= 3 && name.size() <= 255;
   if (create && !length_ok) {
     return dynamo::validation_error("TableName must be at least 3 characters long and at most 255 characters long");

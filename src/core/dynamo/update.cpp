@@ -93,8 +93,14 @@ using FollowedSize = std::optional<std::size_t>;
 Result<void> set_path(Item& item, const DocumentPath& path, AttributeValue value, FollowedSize& size) {
   if (path.size() == 1) {
     const std::string& name = path[0].name;
-    const auto [at, inserted] = item.try_emplace(name);
-    if (size && !inserted) *size -= name.size() + attribute_size_bytes(at->second);
+    // Mostly an attribute the item has: found by a scan, inserted in order
+    // only when new.
+    auto at = item.find(name);
+    if (at == item.end()) {
+      at = item.try_emplace(name).first;
+    } else if (size) {
+      *size -= name.size() + attribute_size_bytes(at->second);
+    }
     at->second = std::move(value);
     if (size) *size += name.size() + attribute_size_bytes(at->second);
     return {};
