@@ -78,10 +78,14 @@ void DynamoStore::State::commit_write(TableState& table, const TableKey& key, st
   if (!record.current) tombstones.push_back(store_detail::Tombstone{now, table.name, key});
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     IndexState& index = table.indexes[i];
-    const bool changed = cost != nullptr ? cost->changes_index(i)
+    const store_detail::IndexWriteCost* change = cost != nullptr ? cost->of_index(i) : nullptr;
+    const bool changed = cost != nullptr ? change != nullptr
                                          : !store_detail::index_entries(index, old_item, record.current.get()).same;
     if (!changed) continue;
-    std::shared_ptr<const Item> new_entry = index_entry(index, record.current);
+    // The cost already says whether the new version is in the index.
+    std::shared_ptr<const Item> new_entry = change == nullptr ? index_entry(index, record.current)
+                                            : change->new_in  ? record.current
+                                                              : nullptr;
     auto* const item = &*index.items.try_emplace(key).first;
     Instant due = now + options.gsi_lag.sample(prng);
     if (item->second.pending > 0) due = std::max(due, item->second.last_due);

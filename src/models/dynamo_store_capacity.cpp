@@ -95,7 +95,7 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
     // Entries are not built: their keys and sizes are read from the items.
     const store_detail::IndexEntryPair entries = store_detail::index_entries(index, old_item, new_item);
     if (entries.same) continue;
-    IndexWriteCost index_cost{i, {}};
+    IndexWriteCost index_cost{i, {}, entries.new_in};
     auto add_write = [&](const AttributeValue& hash, std::size_t entry_bytes) {
       const uint32_t partition = store_detail::partition_of(hash, options.partitions_per_table);
       index_cost.writes.emplace_back(partition, dynamo::write_capacity_units(entry_bytes) * multiplier);

@@ -3,6 +3,7 @@
 // DynamoStore::State is the engine; each operation lives in its own file.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/assert.hpp>
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 #include <leaseproof/models/dynamo_store.hpp>
@@ -207,9 +209,22 @@ struct TableState {
 
 // Capacity a write needs, per bucket. An index lists one (partition, units)
 // pair per index write: two when an index key changes (delete + put).
+struct IndexWrites {
+  using Write = std::pair<uint32_t, int64_t>;
+  std::array<Write, 2> writes{};  // in place: one write cost per changed entry, no allocation
+  uint8_t count = 0;
+
+  void emplace_back(uint32_t partition, int64_t units) {
+    LP_ASSERT_LT(count, writes.size());
+    writes[count++] = Write{partition, units};
+  }
+  const Write* begin() const { return writes.data(); }
+  const Write* end() const { return writes.data() + count; }
+};
 struct IndexWriteCost {
   std::size_t index = 0;
-  std::vector<std::pair<uint32_t, int64_t>> writes;
+  IndexWrites writes;
+  bool new_in = false;  // the new version is in the (sparse) index
 
   int64_t units() const {
     int64_t total = 0;
@@ -222,11 +237,12 @@ struct WriteCost {
   int64_t base_units = 0;
   std::vector<IndexWriteCost> indexes;  // the indexes whose entry the write changes
 
-  bool changes_index(std::size_t index) const {
+  // The cost of the index's entry change; nullptr when its entry is unchanged.
+  const IndexWriteCost* of_index(std::size_t index) const {
     for (const auto& cost : indexes) {
-      if (cost.index == index) return true;
+      if (cost.index == index) return &cost;
     }
-    return false;
+    return nullptr;
   }
 };
 
