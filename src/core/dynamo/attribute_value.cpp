@@ -228,7 +228,7 @@ std::size_t binary_size_bytes(const std::string& base64_text) {
 
 }  // namespace
 
-std::size_t attribute_size_bytes(const AttributeValue& value) {
+std::size_t attribute_size_bytes_computed(const AttributeValue& value) {
   switch (value.type()) {
     case AttributeType::s: return value.text().size();
     case AttributeType::n:

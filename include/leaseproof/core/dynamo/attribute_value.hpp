@@ -240,6 +240,7 @@ class AttributeValue {
   const Composite* composite_or_null() const { return composite_.get(); }
 
   friend std::size_t attribute_size_bytes(const AttributeValue& value);
+  friend std::size_t attribute_size_bytes_computed(const AttributeValue& value);
 
   AttributeType type_ = AttributeType::null;
   bool bool_ = false;
@@ -372,6 +373,18 @@ inline bool Item::operator==(const Item& other) const { return entries_ == other
 // maps 3 bytes plus one byte per element plus the elements (and map keys).
 std::size_t attribute_size_bytes(const AttributeValue& value);
 std::size_t item_size_bytes(const Item& item);
+// attribute_size_bytes without the inline shortcuts (a string's length, a
+// kept size), which sizes every other value.
+std::size_t attribute_size_bytes_computed(const AttributeValue& value);
+
+// Called for every member of every item written: the common cases inline.
+inline std::size_t attribute_size_bytes(const AttributeValue& value) {
+  if (value.type_ == AttributeType::s) return value.text_.size();
+#ifdef NDEBUG  // Debug builds check every kept size against a fresh count
+  if (value.size_bytes_ != 0) return value.size_bytes_;  // only N and B keep one
+#endif
+  return attribute_size_bytes_computed(value);
+}
 
 inline constexpr std::size_t item_size_bytes_max = 400 * 1024;
 inline constexpr std::size_t write_unit_bytes = 1024;   // 1 WCU per KB written
