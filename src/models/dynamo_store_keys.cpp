@@ -43,7 +43,7 @@ bool TableKeyLess::operator()(const TableKey& a, const TableKey& b) const {
 std::size_t KeyValueHash::operator()(const AttributeValue& value) const {
   const auto type = static_cast<std::size_t>(value.type());
   if (value.is(AttributeType::null)) return type;
-  return std::hash<std::string_view>{}(value.text()) ^ (type * 0x9E3779B97F4A7C15ULL);
+  return TextHash{}(value.text()) ^ (type * 0x9E3779B97F4A7C15ULL);
 }
 
 std::size_t TableKeyHash::operator()(const TableKey& key) const {
