@@ -152,10 +152,10 @@ void LeaseManager::close(std::string_view connection, Held& held, CloseReason re
 // came due (renewals, watch checks, the sweep) runs here too.
 void LeaseManager::expire_deadlines(Clock now, Actions& out) {
   const size_t bound = 4 * (held_count_ + watch_count_ + wakeups_.size() + 1);
-  for (size_t steps = 0; !wakeups_.empty() && wakeups_.begin()->at <= now.monotonic; ++steps) {
+  for (size_t steps = 0; !wakeups_.empty() && wakeups_.top().at <= now.monotonic; ++steps) {
     LP_ASSERT_LT(steps, bound);
-    Slot* due = wakeups_.begin()->slot;
-    wakeups_.erase(wakeups_.begin());
+    Slot* due = wakeups_.top().slot;
+    pop_wakeup();
     process(due, now, out);
   }
 }
@@ -179,7 +179,18 @@ void LeaseManager::touch(std::string_view connection) {
 
 void LeaseManager::touch(Slot* slot) {
   const Instant due = due_time(slot);
-  if (due != Instant::max()) wakeups_.insert(Wakeup{due, slot});  // kept once
+  if (due == Instant::max()) return;
+  Instant& queued_at = slot != nullptr ? slot->queued_at : sweep_queued_at_;
+  if (queued_at == due) return;  // already queued (the queue would keep it once anyway)
+  queued_at = due;
+  wakeups_.push(Wakeup{due, slot});
+}
+
+void LeaseManager::pop_wakeup() const {
+  const Wakeup& first = wakeups_.top();
+  Instant& queued_at = first.slot != nullptr ? first.slot->queued_at : sweep_queued_at_;
+  if (queued_at == first.at) queued_at = Instant::max();
+  wakeups_.pop();
 }
 
 void LeaseManager::process(Slot* slot, Clock now, Actions& out) {
@@ -228,10 +239,8 @@ void LeaseManager::on_timer(Clock now, Actions& out) { expire_deadlines(now, out
 Instant LeaseManager::next_deadline() const {
   // Drop entries that later changes made stale (their connection is now due
   // later, or not at all); a fresher entry exists for the real due time.
-  while (!wakeups_.empty() && wakeups_.begin()->at < due_time(wakeups_.begin()->slot)) {
-    wakeups_.erase(wakeups_.begin());
-  }
-  return wakeups_.empty() ? Instant::max() : wakeups_.begin()->at;
+  while (!wakeups_.empty() && wakeups_.top().at < due_time(wakeups_.top().slot)) pop_wakeup();
+  return wakeups_.empty() ? Instant::max() : wakeups_.top().at;
 }
 
 uint32_t LeaseManager::active_connections() const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <leaseproof/base/lex_compare.hpp>
+#include <leaseproof/base/wakeup_queue.hpp>
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/core/dynamo/error.hpp>
@@ -162,6 +163,9 @@ class LeaseManager {
     const std::string* connection = nullptr;  // the key of this slot in slots_
     std::optional<Held> held;
     std::optional<Watch> watch;
+    // The due time of this slot's latest wakeup while that wakeup is queued
+    // (max otherwise): a touch with the same due time queues nothing.
+    Instant queued_at = Instant::max();
   };
   Slot& slot(std::string_view connection);  // made on first use
   Slot* find_slot(std::string_view connection);
@@ -255,7 +259,10 @@ class LeaseManager {
       return lex_compare(*a.slot->connection, *b.slot->connection) < 0;
     }
   };
-  mutable std::set<Wakeup, WakeupLess> wakeups_;
+  // Removes the first wakeup (every copy of it) and notes that it is gone.
+  void pop_wakeup() const;
+  mutable WakeupQueue<Wakeup, WakeupLess> wakeups_;
+  mutable Instant sweep_queued_at_ = Instant::max();  // Slot::queued_at, for the sweep
   Instant next_reconcile_ = Instant::max();
   bool draining_ = false;
   bool drain_complete_ = false;
