@@ -78,5 +78,25 @@ TEST(LexLess, GivesAMapStdLessOrderAndStringViewLookup) {
   EXPECT_EQ(ours.find(std::string_view{"c99"}), ours.end());
 }
 
+// Each round of hash_text is a bijection of its state for a given word, and
+// every byte reaches a word: two strings of one length that differ in one
+// byte always hash apart, at every position of every length (through the
+// 1-3, 4-7 and 8-byte ways), and the length itself is hashed.
+TEST(TextHash, AByteChangedAnywhereChangesTheHash) {
+  for (std::size_t size = 0; size <= 40; ++size) {
+    std::string a(size, 'x');
+    for (std::size_t i = 0; i < size; ++i) a[i] = static_cast<char>('a' + i % 26);
+    const std::string copy = a;  // same bytes elsewhere in memory: same hash
+    EXPECT_EQ(TextHash{}(a), TextHash{}(copy)) << size;
+    for (std::size_t i = 0; i < size; ++i) {
+      std::string b = a;
+      b[i] = static_cast<char>(b[i] ^ 0x80);
+      EXPECT_NE(TextHash{}(a), TextHash{}(b)) << size << " at " << i;
+    }
+  }
+  EXPECT_NE(TextHash{}(std::string_view{"a"}), TextHash{}(std::string_view{"a\0", 2}));
+  EXPECT_NE(TextHash{}(""), TextHash{}(std::string_view{"\0", 1}));
+}
+
 }  // namespace
 }  // namespace leaseproof
