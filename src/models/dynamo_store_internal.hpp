@@ -385,7 +385,10 @@ struct DynamoStore::State {
   store_detail::EventQueue<store_detail::GsiChange> gsi_changes;
   store_detail::EventQueue<store_detail::TtlCheck> ttl_checks;
   std::deque<store_detail::Tombstone> tombstones;
-  std::map<std::string, store_detail::TokenRecord> tokens;
+  // Idempotency tokens of the last 10 minutes (a streaming fleet's sink
+  // transactions: hundreds of thousands). Only looked up, never walked:
+  // token_expiry keeps their order of arrival.
+  std::unordered_map<std::string, store_detail::TokenRecord, TextHash, std::equal_to<>> tokens;
   std::deque<std::pair<Instant, std::string>> token_expiry;
   uint64_t next_sequence = 0;
   Instant latest_now = Instant::zero();

@@ -120,8 +120,7 @@ class PageBuilder {
   // the page instead of copied).
   template <typename ItemRef>
   bool visit(ItemRef&& item) {
-    const bool limit_reached = request_.limit && scanned_ >= *request_.limit;
-    if (limit_reached || bytes_ >= store_detail::query_page_bytes_max) return false;
+    if (full()) return false;
     if (plan_.key_condition.sort) {
       const auto sort_value = item.find(plan_.key_condition.sort->attribute_name);
       if (sort_value == item.end() || !dynamo::evaluate(*plan_.key_condition.sort, sort_value->second)) return true;
@@ -129,7 +128,9 @@ class PageBuilder {
     ++scanned_;
     bytes_ += dynamo::item_size_bytes(item);
     any_scanned_ = true;
-    last_key_ = store_detail::pick(item, plan_.start_key_names);
+    // The page's LastEvaluatedKey is the key of the item that fills it (no
+    // item is visited after that one): picked only then.
+    if (full()) last_key_ = store_detail::pick(item, plan_.start_key_names);
     if (plan_.filter && !dynamo::evaluate(*plan_.filter, item)) return true;
     if (plan_.projection) {
       results_.push_back(dynamo::project(*plan_.projection, item));
@@ -140,13 +141,16 @@ class PageBuilder {
   }
 
   std::size_t bytes() const { return bytes_; }
+  // Whether the page holds its Limit of items or its 1 MB.
+  bool full() const {
+    return (request_.limit && scanned_ >= *request_.limit) || bytes_ >= store_detail::query_page_bytes_max;
+  }
 
   dynamo::QueryResponse finish() {
     dynamo::QueryResponse response;
     response.scanned_count = scanned_;
     response.count = static_cast<int64_t>(results_.size());
-    const bool limit_reached = request_.limit && scanned_ >= *request_.limit;
-    if ((limit_reached || bytes_ >= store_detail::query_page_bytes_max) && any_scanned_) {
+    if (full() && any_scanned_) {
       response.last_evaluated_key = std::move(last_key_);
     }
     if (request_.select != dynamo::Select::count) response.items = std::move(results_);
