@@ -28,12 +28,21 @@ void ExactlyOnceChecker::violation(std::string text) {
   if (violations_.size() < kViolationsKept) violations_.push_back(std::move(text));
 }
 
+ExactlyOnceChecker::EpochState& ExactlyOnceChecker::epoch_state(std::string_view connection, uint64_t epoch) {
+  const std::pair<std::string_view, uint64_t> key{connection, epoch};
+  auto at = epochs_.lower_bound(key);
+  if (at == epochs_.end() || epochs_.key_comp()(key, at->first)) {
+    at = epochs_.emplace_hint(at, Key{std::string{connection}, epoch}, EpochState{});
+  }
+  return at->second;
+}
+
 void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
   if (event.kind != EventKind::note) return;
   if (event.label == "hub.epoch") {
     hub_epoch_[event.node.value] = static_cast<uint64_t>(event.value);
   } else if (event.label == "hub.publish") {
-    EpochState& state = epochs_[Key{std::string{event.detail}, hub_epoch_[event.node.value]}];
+    EpochState& state = epoch_state(event.detail, hub_epoch_[event.node.value]);
     if (event.value != state.top + 1) {
       violation(fmt::format("hub: published {} seq {} after {} at {}", event.detail, event.value, state.top,
                             event.true_time));
@@ -73,10 +82,11 @@ void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
   if (resume_seq >= 1) epochs_[Key{connection, resume_epoch}].excused.emplace_back(1, resume_seq);
 }
 
-bool ExactlyOnceChecker::excused(const Key& key, const EpochState& state, int64_t from, int64_t to) const {
-  if (const auto lost = lost_epochs_.find(key.first); lost != lost_epochs_.end()) {
+bool ExactlyOnceChecker::excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from,
+                                 int64_t to) const {
+  if (const auto lost = lost_epochs_.find(connection); lost != lost_epochs_.end()) {
     for (const auto& [after, resume] : lost->second) {
-      if (after < key.second && key.second < resume) return true;
+      if (after < epoch && epoch < resume) return true;
     }
   }
   std::vector<std::pair<int64_t, int64_t>> ranges = state.excused;
@@ -93,8 +103,7 @@ bool ExactlyOnceChecker::excused(const Key& key, const EpochState& state, int64_
 void ExactlyOnceChecker::on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote,
                                        Instant at) {
   ++records_;
-  const Key key{std::string{connection}, epoch};
-  EpochState& state = epochs_[key];
+  EpochState& state = epoch_state(connection, epoch);
   if (overwrote) {
     violation(fmt::format("exactly-once: connection {} epoch {} seq {} recorded twice (again at {})", connection,
                           epoch, seq, at));
@@ -112,7 +121,7 @@ void ExactlyOnceChecker::on_sink_write(std::string_view connection, uint64_t epo
                           connection, epoch, seq, at, state.top));
   }
   if (seq > state.recorded + 1) {
-    if (excused(key, state, state.recorded + 1, seq - 1)) {
+    if (excused(connection, epoch, state, state.recorded + 1, seq - 1)) {
       excused_messages_ += static_cast<uint64_t>(seq - 1 - state.recorded);
     } else {
       violation(fmt::format("exactly-once: connection {} epoch {}: seq {}..{} never recorded and no reset declared "
@@ -126,7 +135,7 @@ void ExactlyOnceChecker::on_sink_write(std::string_view connection, uint64_t epo
 void ExactlyOnceChecker::finish(const std::set<std::string, std::less<>>& caught_up) {
   for (const auto& [key, state] : epochs_) {
     if (!caught_up.contains(key.first) || state.top <= state.recorded) continue;
-    if (excused(key, state, state.recorded + 1, state.top)) continue;
+    if (excused(key.first, key.second, state, state.recorded + 1, state.top)) continue;
     violation(fmt::format("exactly-once (liveness): connection {} epoch {} recorded up to seq {} of {} published, "
                           "and no reset declared the rest lost",
                           key.first, key.second, state.recorded, state.top));

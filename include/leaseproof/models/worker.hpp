@@ -120,7 +120,13 @@ class WorkerProcess final : public sim::Process {
   bool drained_ = false;        // DrainComplete seen: exit when sqs_in_flight_ is 0
   std::unordered_map<std::string, Stream, TextHash, std::equal_to<>> streams_;  // found by name, never walked
   std::map<ws::ConnectionId, std::string> stream_by_socket_;
-  std::set<std::pair<Instant, std::string>> stream_wakeups_;  // stale entries dropped when they surface
+  // std::pair's order, with the names compared inline.
+  struct StreamWakeupLess {
+    bool operator()(const std::pair<Instant, std::string>& a, const std::pair<Instant, std::string>& b) const {
+      return a.first != b.first ? a.first < b.first : lex_compare(a.second, b.second) < 0;
+    }
+  };
+  std::set<std::pair<Instant, std::string>, StreamWakeupLess> stream_wakeups_;  // stale entries dropped when they surface
   uint64_t stream_timer_ = 0;
   Instant stream_timer_at_ = Instant::max();
   uint64_t stream_generation_ = 0;

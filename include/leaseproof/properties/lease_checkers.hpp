@@ -237,7 +237,7 @@ class OwnershipChecker {
   ActingTracker* tracker_;
   std::map<std::string, std::map<Pair, OverlapStart>> overlaps_;
   std::unordered_map<uint64_t, Request> requests_;  // by DynamoDB request message id; never iterated
-  std::map<std::string, DynamoView> dynamo_;
+  std::unordered_map<std::string, DynamoView, TextHash, std::equal_to<>> dynamo_;  // never iterated
   std::map<std::string, HubState> hub_;
   std::set<std::string> hub_touched_;
   std::map<std::string, HubOverlap> hub_overlaps_;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/sim/trace.hpp>
 
@@ -59,13 +60,24 @@ class ExactlyOnceChecker {
     bool all_excused = false;                          // the whole epoch was declared lost
   };
   using Key = std::pair<std::string, uint64_t>;  // (connection, hub epoch)
+  // std::pair's order, looked up by (string_view, epoch): a message's note
+  // finds its epoch without building a key.
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      const int order = lex_compare(a.first, b.first);
+      return order != 0 ? order < 0 : a.second < b.second;
+    }
+  };
+  EpochState& epoch_state(std::string_view connection, uint64_t epoch);
 
-  bool excused(const Key& key, const EpochState& state, int64_t from, int64_t to) const;
+  bool excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from, int64_t to) const;
   void on_reset(const sim::TraceEvent& event);
   void violation(std::string text);
 
   static constexpr size_t kViolationsKept = 20;
-  std::map<Key, EpochState> epochs_;
+  std::map<Key, EpochState, KeyLess> epochs_;
   std::map<uint32_t, uint64_t> hub_epoch_;  // by hub node
   // Epochs declared lost per connection: (after epoch, resume epoch) ranges.
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>, std::less<>> lost_epochs_;

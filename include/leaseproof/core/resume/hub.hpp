@@ -30,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/time.hpp>
 #include <leaseproof/core/resume/protocol.hpp>
 
@@ -78,7 +79,7 @@ struct ChannelRing {
 };
 struct RingState {
   uint64_t epoch = 1;
-  std::map<std::string, ChannelRing, std::less<>> channels;
+  std::map<std::string, ChannelRing, LexLess> channels;
 };
 
 class Hub {
@@ -142,7 +143,7 @@ class Hub {
   HubConfig config_;
   RingState rings_;
   std::map<SubscriberId, Subscriber> subscribers_;
-  std::map<std::string, std::set<SubscriberId>, std::less<>> by_channel_;
+  std::map<std::string, std::set<SubscriberId>, LexLess> by_channel_;
   uint64_t next_ping_id_ = 1;
   // Due times, as in the lease manager: entries made stale are dropped when
   // they surface (next_deadline() drops them too, hence mutable).
