@@ -101,9 +101,14 @@ void give_to_pool() {
   for (std::size_t c = 0; c < kClasses; ++c) {
     Block* head = cache.free[c];
     if (head == nullptr) continue;
-    Block* tail = head;
-    while (tail->next != nullptr) tail = tail->next;
-    tail->next = g_pool[c].load(std::memory_order_relaxed);
+    Block* pooled = g_pool[c].load(std::memory_order_relaxed);
+    if (pooled != nullptr) {
+      // Only then is the list's tail needed: a process's last thread (often
+      // its only one) exits with millions of free blocks and an empty pool.
+      Block* tail = head;
+      while (tail->next != nullptr) tail = tail->next;
+      tail->next = pooled;
+    }
     g_pool[c].store(head, std::memory_order_relaxed);
     cache.free[c] = nullptr;
   }
