@@ -24,6 +24,28 @@ uint64_t load_le64(const unsigned char* bytes) {
   }
 }
 
+// The last 1..7 bytes of a string as a zero-padded little-endian word: what
+// load_le64 gives for them copied into eight zero bytes, without a call into
+// memcpy for every label and detail of every event.
+uint64_t load_le_tail(const unsigned char* bytes, size_t count) {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (count >= 4) {  // two overlapping 4-byte loads; the overlap holds the same bytes
+      uint32_t low;
+      uint32_t high;
+      std::memcpy(&low, bytes, 4);
+      std::memcpy(&high, bytes + count - 4, 4);
+      return uint64_t{low} | (uint64_t{high} << (8 * (count - 4)));
+    }
+    const size_t middle = count / 2;  // 1..3 bytes: first, middle and last
+    return uint64_t{bytes[0]} | (uint64_t{bytes[middle]} << (8 * middle)) |
+           (uint64_t{bytes[count - 1]} << (8 * (count - 1)));
+  } else {
+    unsigned char tail[8] = {};
+    std::memcpy(tail, bytes, count);
+    return load_le64(tail);
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(EventKind kind) {
@@ -60,11 +82,7 @@ void TraceHash::add_string(std::string_view text) {
   const size_t size = text.size();
   size_t at = 0;
   for (; at + 8 <= size; at += 8) add_word(load_le64(bytes + at));
-  if (at < size) {
-    unsigned char tail[8] = {};
-    std::memcpy(tail, bytes + at, size - at);
-    add_word(load_le64(tail));
-  }
+  if (at < size) add_word(load_le_tail(bytes + at, size - at));
 }
 
 void TraceHash::add_event(const TraceEvent& event) {

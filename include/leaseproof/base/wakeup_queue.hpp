@@ -2,14 +2,15 @@
 // A queue of wakeups that behaves exactly like a std::set ordered by `Less`
 // which is only ever drained from its least element: push() inserts (an entry
 // equal to one already queued adds nothing), top() is the least entry, pop()
-// removes it. It is kept as a binary heap in one vector: pushes of entries due
-// later than most (the common case) do not move, and nothing is allocated per
+// removes it. It is kept as a 4-ary min-heap in one vector (half the depth of
+// a binary heap; a node's children are adjacent): pushes of entries due later
+// than most (the common case) do not move, and nothing is allocated per
 // entry. Equal entries may sit in the heap more than once; pop() removes every
 // copy of the least one, so what is observed through top() and pop() is the
 // set's sequence, entry for entry. `Less` must be a strict weak ordering.
 
-#include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace leaseproof {
@@ -23,17 +24,23 @@ class WakeupQueue {
   const T& top() const noexcept { return heap_.front(); }
 
   void push(const T& value) {
+    std::size_t hole = heap_.size();
     heap_.push_back(value);
-    std::push_heap(heap_.begin(), heap_.end(), Later{});
+    while (hole > 0) {
+      const std::size_t parent = (hole - 1) / kArity;
+      if (!less(value, heap_[parent])) break;
+      heap_[hole] = std::move(heap_[parent]);
+      hole = parent;
+    }
+    heap_[hole] = value;
   }
 
   // Removes the least entry and every copy of it.
   void pop() {
     const T least = heap_.front();
     do {
-      std::pop_heap(heap_.begin(), heap_.end(), Later{});
-      heap_.pop_back();
-    } while (!heap_.empty() && !Less{}(least, heap_.front()));
+      pop_one();
+    } while (!heap_.empty() && !less(least, heap_.front()));
   }
 
   void clear() noexcept { heap_.clear(); }
@@ -43,10 +50,31 @@ class WakeupQueue {
   auto end() const noexcept { return heap_.end(); }
 
  private:
-  // std::*_heap keep the greatest first; the least must come first here.
-  struct Later {
-    bool operator()(const T& a, const T& b) const { return Less{}(b, a); }
-  };
+  static constexpr std::size_t kArity = 4;
+  static bool less(const T& a, const T& b) { return Less{}(a, b); }
+
+  // Moves the last entry into the root's hole and sifts it down.
+  void pop_one() {
+    T last = std::move(heap_.back());
+    heap_.pop_back();
+    const std::size_t size = heap_.size();
+    if (size == 0) return;
+    std::size_t hole = 0;
+    for (;;) {
+      const std::size_t first = hole * kArity + 1;
+      if (first >= size) break;
+      const std::size_t end = first + kArity < size ? first + kArity : size;
+      std::size_t best = first;
+      for (std::size_t child = first + 1; child < end; ++child) {
+        if (less(heap_[child], heap_[best])) best = child;
+      }
+      if (!less(heap_[best], last)) break;
+      heap_[hole] = std::move(heap_[best]);
+      hole = best;
+    }
+    heap_[hole] = std::move(last);
+  }
+
   std::vector<T> heap_;
 };
 

@@ -60,22 +60,27 @@ void LeaseManager::start(Clock now, Actions& out) {
 
 LeaseManager::Slot& LeaseManager::slot(std::string_view connection) {
   LP_ASSERT(!connection.empty());
-  auto it = slots_.find(connection);
-  if (it == slots_.end()) {
-    it = slots_.emplace(std::string{connection}, Slot{}).first;
-    it->second.connection = &it->first;
-  }
+  if (Slot* found = find_slot(connection); found != nullptr) return *found;
+  const auto it = slots_.emplace(std::string{connection}, Slot{}).first;
+  it->second.connection = &it->first;
+  last_slot_ = &it->second;
   return it->second;
 }
 
-LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) {
+// One handler looks the same connection up several times (the reply's lease,
+// its confirmation, the re-arm): the last slot found is tried first.
+const LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) const {
+  if (last_slot_ != nullptr && lex_equal(*last_slot_->connection, connection)) return last_slot_;
   const auto it = slots_.find(connection);
-  return it == slots_.end() ? nullptr : &it->second;
+  if (it == slots_.end()) return nullptr;
+  // Slots are node-based map entries: a pointer stays valid until the entry
+  // is erased, and drop_idle_slots forgets it then.
+  last_slot_ = &it->second;
+  return last_slot_;
 }
 
-const LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) const {
-  const auto it = slots_.find(connection);
-  return it == slots_.end() ? nullptr : &it->second;
+LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) {
+  return const_cast<Slot*>(std::as_const(*this).find_slot(connection));  // *this is not const here
 }
 
 LeaseManager::Held* LeaseManager::find_held(std::string_view connection) {
@@ -122,6 +127,7 @@ void LeaseManager::drop_idle_slots() {
   for (const Wakeup& wakeup : wakeups_) {
     if (wakeup.slot != nullptr) queued.insert(wakeup.slot);
   }
+  last_slot_ = nullptr;
   std::erase_if(slots_, [&queued](const auto& entry) {
     const Slot& slot = entry.second;
     return !slot.held && !slot.watch && !queued.contains(&slot);

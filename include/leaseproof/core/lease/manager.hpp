@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -238,9 +239,10 @@ class LeaseManager {
   // Hashed: found by name on every reply and timer; nothing depends on the
   // order of its walks (the drain sorts what it sends).
   std::unordered_map<std::string, Slot, TextHash, std::equal_to<>> slots_;
+  mutable const Slot* last_slot_ = nullptr;  // the slot find_slot found last (null after erasing slots)
   size_t held_count_ = 0;
   size_t watch_count_ = 0;
-  std::map<uint64_t, Pending> pending_;
+  std::unordered_map<uint64_t, Pending> pending_;  // by token; found, never walked
   std::set<std::string, LexLess> acquiring_;
   std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
   std::set<std::string, LexLess> sweep_workers_;
