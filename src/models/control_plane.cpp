@@ -44,10 +44,10 @@ void ControlPlane::next(sim::NodeContext& context) {
 }
 
 void ControlPlane::perform(sim::NodeContext& context, const ControlPlan::Step& step) {
-  const dynamo::Request request = step.start
+  dynamo::Request request = step.start
                                       ? lease::create_connection_request(environment_.config, step.connection, "wss://hub/" + step.connection)
                                       : lease::stop_connection_request(environment_.config, step.connection);
-  call_dynamo(context, environment_.dynamo, request, kTimeout,
+  call_dynamo(context, environment_.dynamo, std::move(request), kTimeout,
               [this, &context, step](const dynamo::Result<dynamo::Response>* result) {
                 // A lost reply is retried; the retry's "condition failed" means
                 // the first attempt applied.

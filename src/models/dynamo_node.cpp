@@ -37,7 +37,7 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
 }
 
-uint64_t call_dynamo(sim::NodeContext& context, NodeId dynamo_node, dynamo::Request request, Duration timeout,
+uint64_t call_dynamo(sim::NodeContext& context, NodeId dynamo_node, dynamo::Request&& request, Duration timeout,
                      DynamoCallback on_result) {
   const std::string_view type = request_type(request);
   const uint32_t bytes = kEnvelopeBytes;

@@ -47,7 +47,7 @@ class ScriptedClient final : public sim::Process {
   void next(sim::NodeContext& c) {
     if (index_ >= steps_.size()) return;
     c.set_timer(steps_[index_].after, "next", [this, &c] {
-      call_dynamo(c, dynamo_, steps_[index_].request, 1_s, [this, &c](const dynamo::Result<dynamo::Response>* r) {
+      call_dynamo(c, dynamo_, dynamo::Request{steps_[index_].request}, 1_s, [this, &c](const dynamo::Result<dynamo::Response>* r) {
         out_.push_back(r == nullptr ? std::nullopt : std::optional(*r));
         ++index_;
         next(c);

@@ -46,8 +46,9 @@ class DynamoNode final : public sim::Process {
 // (request lost, reply lost, or the node unreachable: the caller cannot tell).
 using DynamoCallback = std::function<void(const dynamo::Result<dynamo::Response>* result)>;
 
-// Sends `request` from the calling node to the DynamoDB node.
-uint64_t call_dynamo(sim::NodeContext& context, NodeId dynamo_node, dynamo::Request request, Duration timeout,
+// Sends `request` from the calling node to the DynamoDB node. Taken by
+// rvalue: the request moves once, into the message.
+uint64_t call_dynamo(sim::NodeContext& context, NodeId dynamo_node, dynamo::Request&& request, Duration timeout,
                      DynamoCallback on_result);
 
 }  // namespace leaseproof::models

@@ -143,7 +143,8 @@ uint64_t LeaseManager::send(Actions& out, RequestKind kind, std::string_view con
                             dynamo::Request request, Instant now_mono) {
   const uint64_t token = next_token_++;
   pending_.emplace(token, Pending{kind, std::string{connection}, now_mono, epoch, false});
-  out.push_back(DynamoCall{token, kind, std::string{connection}, epoch, std::move(request)});
+  // Built in place: the request moves once here, once more into the message.
+  out.emplace_back(std::in_place_type<DynamoCall>, token, kind, std::string{connection}, epoch, std::move(request));
   return token;
 }
 

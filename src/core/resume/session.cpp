@@ -106,7 +106,7 @@ void StreamSession::send_next(Instant, SessionActions& out) {
                                                  record.messages, record.previous, record.through,
                                                  request_token(connection_, lease_epoch_, record.through));
     ask_old_item_on_failure(request);
-    out.push_back(SinkCall{writing.token, "record", std::move(request)});
+    out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record", std::move(request));  // built in place
     return;
   }
   // Skip what an earlier owner already put; read the sink first in an epoch
@@ -116,7 +116,8 @@ void StreamSession::send_next(Instant, SessionActions& out) {
     const auto floor = sink_floor_.find(next.epoch);
     if (floor == sink_floor_.end()) {
       writing.probing = next.epoch;
-      out.push_back(SinkCall{writing.token, "probe", last_record_query(config_.sink, connection_, next.epoch)});
+      out.emplace_back(std::in_place_type<SinkCall>, writing.token, "probe",
+                       last_record_query(config_.sink, connection_, next.epoch));
       return;
     }
     if (next.seq > floor->second) break;
@@ -124,16 +125,15 @@ void StreamSession::send_next(Instant, SessionActions& out) {
     ++writing.next_put;
   }
   if (writing.next_put < record.messages.size()) {
-    out.push_back(SinkCall{writing.token, "record",
-                           record_put(config_.sink, connection_, worker_, lease_epoch_,
-                                      record.messages[writing.next_put])});
+    out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
+                     record_put(config_.sink, connection_, worker_, lease_epoch_, record.messages[writing.next_put]));
     return;
   }
   writing.checkpointing = true;
   dynamo::Request request =
       checkpoint_position(lease_, connection_, worker_, lease_epoch_, record.previous, record.through);
   ask_old_item_on_failure(request);
-  out.push_back(SinkCall{writing.token, "checkpoint", std::move(request)});
+  out.emplace_back(std::in_place_type<SinkCall>, writing.token, "checkpoint", std::move(request));
 }
 
 void StreamSession::on_sink_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Instant now,
