@@ -31,6 +31,23 @@ RC_GTEST_PROP(LexCompare, OrdersAsStdStringCompare, ()) {
   RC_ASSERT(LexLess{}(a, b) == (a < b));
 }
 
+// Where two prefixes differ they order the strings as std::string does; equal
+// strings have equal prefixes.
+RC_GTEST_PROP(LexPrefix, DifferentPrefixesOrderAsTheStrings, ()) {
+  const std::string a = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>());
+  const std::string b = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>(), rc::gen::just(a));
+  if (a == b) RC_ASSERT(lex_prefix(a) == lex_prefix(b));
+  if (lex_prefix(a) != lex_prefix(b)) RC_ASSERT((lex_prefix(a) < lex_prefix(b)) == (a < b));
+}
+
+TEST(LexPrefix, AStringThatEndsSortsBeforeAnyByte) {
+  EXPECT_LT(lex_prefix("c1"), lex_prefix("c12"));
+  EXPECT_LT(lex_prefix("c12"), lex_prefix("c2"));
+  EXPECT_LT(lex_prefix("a"), lex_prefix("\xff"));  // unsigned bytes
+  EXPECT_EQ(lex_prefix("abcdefgh1"), lex_prefix("abcdefgh2"));  // past 8 bytes only lex_compare tells
+  EXPECT_EQ(lex_prefix("c1"), lex_prefix(std::string_view{"c1\0", 3}));  // nor does a NUL after the end
+}
+
 RC_GTEST_PROP(LexEqual, AnswersAsStdStringEquality, ()) {
   const std::string a = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>());
   const std::string b = *rc::gen::oneOf(key_text(), rc::gen::arbitrary<std::string>(), rc::gen::just(a));

@@ -72,6 +72,17 @@ inline bool lex_equal(std::string_view a, std::string_view b) noexcept {
   return size == 0 || (a[0] == b[0] && a[size / 2] == b[size / 2] && a[size - 1] == b[size - 1]);
 }
 
+// The first 8 bytes of a string, zero-padded, as a number whose order is
+// theirs: when the prefixes of two strings differ, they order the strings as
+// lex_compare does (a string that ends sorts before any byte, and so does the
+// padding); when they are equal, only lex_compare can tell.
+inline uint64_t lex_prefix(std::string_view text) noexcept {
+  uint64_t prefix = 0;
+  const std::size_t size = text.size() < 8 ? text.size() : 8;
+  for (std::size_t i = 0; i < size; ++i) prefix |= uint64_t{static_cast<unsigned char>(text[i])} << (56 - 8 * i);
+  return prefix;
+}
+
 // A transparent "less" for ordered containers of strings: the same order as
 // std::less<>, looked up by string_view.
 struct LexLess {

@@ -63,6 +63,7 @@ LeaseManager::Slot& LeaseManager::slot(std::string_view connection) {
   if (Slot* found = find_slot(connection); found != nullptr) return *found;
   const auto it = slots_.emplace(std::string{connection}, Slot{}).first;
   it->second.connection = &it->first;
+  it->second.name_prefix = lex_prefix(it->first);
   last_slot_ = &it->second;
   return it->second;
 }
@@ -190,7 +191,7 @@ void LeaseManager::touch(Slot* slot) {
   Instant& queued_at = slot != nullptr ? slot->queued_at : sweep_queued_at_;
   if (queued_at == due) return;  // already queued (the queue would keep it once anyway)
   queued_at = due;
-  wakeups_.push(Wakeup{due, slot});
+  wakeups_.push(Wakeup{due, slot != nullptr ? slot->name_prefix : 0, slot});
 }
 
 void LeaseManager::pop_wakeup() const {

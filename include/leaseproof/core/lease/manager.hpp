@@ -167,6 +167,7 @@ class LeaseManager {
     // The due time of this slot's latest wakeup while that wakeup is queued
     // (max otherwise): a touch with the same due time queues nothing.
     Instant queued_at = Instant::max();
+    uint64_t name_prefix = 0;  // lex_prefix(*connection): orders wakeups as the names do
   };
   Slot& slot(std::string_view connection);  // made on first use
   Slot* find_slot(std::string_view connection);
@@ -249,13 +250,18 @@ class LeaseManager {
   std::optional<Sweep> sweep_;
   uint64_t sweep_round_ = 0;
   // By due time, then connection name ("" for the sweep, first).
+  // Renews sent together come due together: equal times are common, and
+  // the name's first bytes (kept in the entry) order most of them without
+  // reading the slot.
   struct Wakeup {
     Instant at;
-    Slot* slot = nullptr;  // null: the reconcile sweep
+    uint64_t name_prefix = 0;  // Slot::name_prefix; 0 for the sweep
+    Slot* slot = nullptr;      // null: the reconcile sweep
   };
   struct WakeupLess {
     bool operator()(const Wakeup& a, const Wakeup& b) const {
       if (a.at != b.at) return a.at < b.at;
+      if (a.name_prefix != b.name_prefix) return a.name_prefix < b.name_prefix;
       if (a.slot == b.slot) return false;
       if (a.slot == nullptr || b.slot == nullptr) return a.slot == nullptr;
       return lex_compare(*a.slot->connection, *b.slot->connection) < 0;
