@@ -79,6 +79,11 @@ class LeaseManager {
  public:
   // `config` must be valid (config.validate() empty).
   LeaseManager(LeaseConfig config, std::string worker_id, RandomSource& random, FaultHook& faults);
+  // Slots and wakeups point into the slot map's nodes: a copy would point
+  // into the original. A move keeps the nodes.
+  LeaseManager(const LeaseManager&) = delete;
+  LeaseManager& operator=(const LeaseManager&) = delete;
+  LeaseManager(LeaseManager&&) = default;
 
   void start(Clock now, Actions& out);
   // The answer to a DynamoCall, or nullptr when it timed out (ambiguous).
