@@ -1,52 +1,13 @@
 #include <leaseproof/sim/trace.hpp>
 
-#include <bit>
-#include <cstring>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/base/bytes.hpp>
 
 namespace leaseproof::sim {
-
-namespace {
-
-uint64_t load_le64(const unsigned char* bytes) {
-  if constexpr (std::endian::native == std::endian::little) {
-    uint64_t word;
-    std::memcpy(&word, bytes, sizeof word);
-    return word;
-  } else {
-    uint64_t word = 0;
-    for (int i = 7; i >= 0; --i) word = (word << 8) | bytes[i];
-    return word;
-  }
-}
-
-// The last 1..7 bytes of a string as a zero-padded little-endian word: what
-// load_le64 gives for them copied into eight zero bytes, without a call into
-// memcpy for every label and detail of every event.
-uint64_t load_le_tail(const unsigned char* bytes, size_t count) {
-  if constexpr (std::endian::native == std::endian::little) {
-    if (count >= 4) {  // two overlapping 4-byte loads; the overlap holds the same bytes
-      uint32_t low;
-      uint32_t high;
-      std::memcpy(&low, bytes, 4);
-      std::memcpy(&high, bytes + count - 4, 4);
-      return uint64_t{low} | (uint64_t{high} << (8 * (count - 4)));
-    }
-    const size_t middle = count / 2;  // 1..3 bytes: first, middle and last
-    return uint64_t{bytes[0]} | (uint64_t{bytes[middle]} << (8 * middle)) |
-           (uint64_t{bytes[count - 1]} << (8 * (count - 1)));
-  } else {
-    unsigned char tail[8] = {};
-    std::memcpy(tail, bytes, count);
-    return load_le64(tail);
-  }
-}
-
-}  // namespace
 
 std::string_view to_string(EventKind kind) {
   switch (kind) {
@@ -78,7 +39,7 @@ void TraceHash::add_string(std::string_view text) {
   add_word(text.size());
   // Little-endian packing of 8 bytes a word, the last word zero-padded,
   // independent of the host.
-  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const char* bytes = text.data();
   const size_t size = text.size();
   size_t at = 0;
   for (; at + 8 <= size; at += 8) add_word(load_le64(bytes + at));

@@ -12,6 +12,8 @@
 #include <functional>
 #include <string_view>
 
+#include <leaseproof/base/bytes.hpp>
+
 namespace leaseproof {
 
 // Negative, zero or positive, as a.compare(b).
@@ -93,7 +95,8 @@ struct LexLess {
 // A transparent hash for unordered containers of strings, looked up by
 // string_view (with std::equal_to<>). Inline, for the short names and keys
 // hashed millions of times a run (libstdc++'s hash is a call per string): 8
-// bytes a multiply-xorshift round, a short tail read in at most two loads.
+// bytes a multiply-xorshift round, a short tail read in at most two loads
+// (base/bytes.hpp).
 // Containers hashed with it are never walked where order could matter
 // (docs/determinism.md), so its values decide nothing a run shows.
 inline std::size_t hash_text(std::string_view text) noexcept {
@@ -104,23 +107,8 @@ inline std::size_t hash_text(std::string_view text) noexcept {
     state = (state ^ word) * 0xBF58476D1CE4E5B9ULL;
     state ^= state >> 31;
   };
-  for (; left >= 8; left -= 8, at += 8) {
-    uint64_t word;
-    std::memcpy(&word, at, 8);
-    mix(word);
-  }
-  if (left >= 4) {  // 4..7 bytes: two overlapping 4-byte loads
-    uint32_t low;
-    uint32_t high;
-    std::memcpy(&low, at, 4);
-    std::memcpy(&high, at + left - 4, 4);
-    mix((uint64_t{high} << 32) | low);
-  } else if (left > 0) {  // 1..3 bytes: first, middle and last
-    const auto first = static_cast<unsigned char>(at[0]);
-    const auto middle = static_cast<unsigned char>(at[left / 2]);
-    const auto last = static_cast<unsigned char>(at[left - 1]);
-    mix(first | (uint64_t{middle} << 8) | (uint64_t{last} << 16) | (uint64_t{left} << 24));
-  }
+  for (; left >= 8; left -= 8, at += 8) mix(load_le64(at));
+  if (left > 0) mix(load_le_tail(at, left));
   state ^= state >> 29;
   return static_cast<std::size_t>(state * 0x94D049BB133111EBULL);
 }

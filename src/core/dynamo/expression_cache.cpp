@@ -1,8 +1,7 @@
 // ExpressionCache, and the ExpressionContext plumbing that parses through it.
 
-#include <cstring>
-
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/base/bytes.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
 
 #include "expression_parser.hpp"
@@ -13,35 +12,18 @@ namespace {
 
 // Eight bytes a step (the texts are a hundred bytes or more, hashed on every
 // request); the length goes in last, so ("ab","c") and ("a","bc") differ.
-// A tail of 1 to 7 bytes is read as overlapping loads rather than a
-// variable-length copy (a call into memcpy). Only for the cache's lookups,
-// within one process: never part of a result.
+// A tail of 1 to 7 bytes is read with at most two loads (base/bytes.hpp).
+// Only for the cache's lookups, within one process: never part of a result.
 inline void mix_word(uint64_t& hash, uint64_t word) {
   constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ULL;
   hash = (hash ^ word) * kMultiplier;
   hash ^= hash >> 32;
 }
 
-inline uint64_t load_short(const char* data, size_t size) {  // 1 to 8 bytes, every one of them read
-  if (size >= 4) {
-    uint32_t first;
-    uint32_t last;
-    std::memcpy(&first, data, 4);
-    std::memcpy(&last, data + size - 4, 4);
-    return first | (static_cast<uint64_t>(last) << 32);
-  }
-  return static_cast<uint8_t>(data[0]) | (static_cast<uint64_t>(static_cast<uint8_t>(data[size / 2])) << 8) |
-         (static_cast<uint64_t>(static_cast<uint8_t>(data[size - 1])) << 16);
-}
-
 void mix(uint64_t& hash, std::string_view bytes) {
   size_t at = 0;
-  for (; at + 8 <= bytes.size(); at += 8) {
-    uint64_t word;
-    std::memcpy(&word, bytes.data() + at, 8);
-    mix_word(hash, word);
-  }
-  if (at < bytes.size()) mix_word(hash, load_short(bytes.data() + at, bytes.size() - at));
+  for (; at + 8 <= bytes.size(); at += 8) mix_word(hash, load_le64(bytes.data() + at));
+  if (at < bytes.size()) mix_word(hash, load_le_tail(bytes.data() + at, bytes.size() - at));
   mix_word(hash, bytes.size());
 }
 
