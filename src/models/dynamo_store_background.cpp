@@ -63,7 +63,7 @@ std::shared_ptr<const Item> DynamoStore::State::index_entry(const IndexState& in
 void DynamoStore::State::commit_write(TableState& table, const TableKey& key, std::optional<Item> new_item,
                                       Instant now, const store_detail::WriteCost* cost,
                                       store_detail::ItemRecord* found) {
-  auto& record = found != nullptr ? *found : table.items[key.hash][key.range];
+  auto& record = found != nullptr ? *found : store_detail::record_for(table, key);
   record.previous = std::move(record.current);
   record.current = new_item ? std::make_shared<const Item>(std::move(*new_item)) : nullptr;
   record.written_at = now;

@@ -207,6 +207,10 @@ struct TableState {
   IndexState* find_index(std::string_view index_name);
 };
 
+// The key's record, made empty if the table has none (the tree node a write
+// fills in).
+ItemRecord& record_for(TableState& table, const TableKey& key);
+
 // Capacity a write needs, per bucket. An index lists one (partition, units)
 // pair per index write: two when an index key changes (delete + put).
 struct IndexWrites {

@@ -335,11 +335,29 @@ Result<TableKey> DynamoStore::State::key_of_key(const TableState& table, const I
   return table_key;
 }
 
+namespace store_detail {
+
+ItemRecord& record_for(TableState& table, const TableKey& key) {
+  auto& records = table.items[key.hash];
+  // A key past the last one (a sink's next sequence number) goes at the end:
+  // the hint spares the walk operator[] makes to find the same place.
+  if (records.empty() || compare_keys(records.rbegin()->first, key.range) < 0) {
+    return records.emplace_hint(records.end(), key.range, ItemRecord{})->second;
+  }
+  return records[key.range];
+}
+
+}  // namespace store_detail
+
 ItemRecord* DynamoStore::State::find_record(TableState& table, const TableKey& key) {
   const auto partition = table.items.find(key.hash);
   if (partition == table.items.end()) return nullptr;
-  const auto record = partition->second.find(key.range);
-  return record == partition->second.end() ? nullptr : &record->second;
+  auto& records = partition->second;
+  // Sort keys mostly arrive in order (a sink's sequence numbers): a key past
+  // the last one is missing without a walk down the tree.
+  if (records.empty() || store_detail::compare_keys(records.rbegin()->first, key.range) < 0) return nullptr;
+  const auto record = records.find(key.range);
+  return record == records.end() ? nullptr : &record->second;
 }
 
 const Item* DynamoStore::State::latest(TableState& table, const TableKey& key) {

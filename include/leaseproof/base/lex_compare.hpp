@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <string_view>
+#include <type_traits>
 
 #include <leaseproof/base/bytes.hpp>
 
@@ -113,9 +114,16 @@ inline std::size_t hash_text(std::string_view text) noexcept {
   return static_cast<std::size_t>(state * 0x94D049BB133111EBULL);
 }
 
+// Not noexcept, on purpose: libstdc++ keeps each node's hash code in an
+// unordered container only when the hash may throw (or is a slow one, as
+// std::hash<std::string> is). Without the code, finding a key walks its
+// bucket's chain hashing every node's string again to see where the bucket
+// ends, a cache miss and a hash per node; with it, one compare of two words.
 struct TextHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view text) const noexcept { return hash_text(text); }
+  std::size_t operator()(std::string_view text) const { return hash_text(text); }
 };
+static_assert(!std::is_nothrow_invocable_v<TextHash, std::string_view>,
+              "TextHash must not be noexcept: libstdc++ would stop caching hash codes in its nodes");
 
 }  // namespace leaseproof
