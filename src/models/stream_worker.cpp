@@ -29,7 +29,8 @@ void WorkerProcess::open_stream(const lease::OpenSession& open) {
   stream.session = std::make_unique<resume::StreamSession>(environment.session, environment_.config, open.connection,
                                                            worker_id_, open.epoch, recorded, *random_);
   stream.generation = ++stream_generation_;
-  run_stream(open.connection, [&](resume::SessionActions& out) { stream.session->start(context_->monotonic(), out); });
+  run_stream(open.connection, stream,
+             [&](resume::SessionActions& out) { stream.session->start(context_->monotonic(), out); });
 }
 
 void WorkerProcess::close_stream(const std::string& connection) {
@@ -57,7 +58,7 @@ void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
     stream_by_socket_.erase(found);
     stream.socket = 0;
     const uint16_t code = envelope.message.as<ws::Close>().code;
-    run_stream(connection, [&](resume::SessionActions& out) { stream.session->on_closed(code, now, out); });
+    run_stream(connection, stream, [&](resume::SessionActions& out) { stream.session->on_closed(code, now, out); });
     return;
   }
   const auto& frame = envelope.message.as<ws::Frame>();
@@ -67,31 +68,33 @@ void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
     stream_by_socket_.erase(found);
     stream.socket = 0;
     context_->note("mark", "stream.broken");
-    run_stream(connection, [&](resume::SessionActions& out) {
+    run_stream(connection, stream, [&](resume::SessionActions& out) {
       stream.session->on_closed(resume::close_code::abnormal, now, out);
     });
     return;
   }
-  run_stream(connection, [&](resume::SessionActions& out) { stream.session->on_frame(frame.frame, now, out); });
+  run_stream(connection, stream,
+             [&](resume::SessionActions& out) { stream.session->on_frame(frame.frame, now, out); });
 }
 
+// `stream` is streams_'s entry for `connection`: a step and its actions
+// neither open nor close streams, so it stays valid throughout.
 template <typename Step>
-void WorkerProcess::run_stream(const std::string& connection, Step step) {
+void WorkerProcess::run_stream(const std::string& connection, Stream& stream, Step step) {
   resume::SessionActions actions;
   step(actions);
-  apply_stream(connection, actions);
-  const auto found = streams_.find(connection);
-  if (found != streams_.end()) {
-    const Instant next = found->second.session->next_deadline();
-    if (next != Instant::max()) stream_wakeups_.emplace(next, connection);
+  apply_stream(connection, stream, actions);
+  const Instant next = stream.session->next_deadline();
+  if (next != Instant::max() && next != stream.queued_at) {
+    stream_wakeups_.emplace(next, connection);
+    stream.queued_at = next;
   }
   schedule_streams();
 }
 
-void WorkerProcess::apply_stream(const std::string& connection, resume::SessionActions& actions) {
+void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, resume::SessionActions& actions) {
   sim::NodeContext& context = *context_;
   const NodeId via = environment_.stream->via;
-  Stream& stream = streams_.at(connection);
   for (resume::SessionAction& action : actions) {
     if (auto* connect = std::get_if<resume::Connect>(&action)) {
       if (stream.socket != 0) stream_by_socket_.erase(stream.socket);
@@ -126,7 +129,7 @@ void WorkerProcess::apply_stream(const std::string& connection, resume::SessionA
             expire_leases();
             const auto found = streams_.find(connection);
             if (found == streams_.end() || found->second.generation != generation) return;
-            run_stream(connection, [&](resume::SessionActions& out) {
+            run_stream(connection, found->second, [&](resume::SessionActions& out) {
               found->second.session->on_sink_reply(token, result, context_->monotonic(), out);
             });
           });
@@ -155,7 +158,7 @@ void WorkerProcess::schedule_streams() {
     const auto& [at, connection] = *stream_wakeups_.begin();
     const auto found = streams_.find(connection);
     if (found != streams_.end() && found->second.session->next_deadline() == at) break;
-    stream_wakeups_.erase(stream_wakeups_.begin());
+    pop_stream_wakeup();
   }
   const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.begin()->first;
   if (next == stream_timer_at_) return;
@@ -173,12 +176,20 @@ void WorkerProcess::on_stream_timer() {
   const Instant now = context_->monotonic();
   while (!stream_wakeups_.empty() && stream_wakeups_.begin()->first <= now) {
     const std::string connection = stream_wakeups_.begin()->second;
-    stream_wakeups_.erase(stream_wakeups_.begin());
+    pop_stream_wakeup();
     const auto found = streams_.find(connection);
     if (found == streams_.end() || found->second.session->next_deadline() > now) continue;
-    run_stream(connection, [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
+    run_stream(connection, found->second,
+               [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
   }
   schedule_streams();
+}
+
+void WorkerProcess::pop_stream_wakeup() {
+  const auto first = stream_wakeups_.begin();
+  const auto found = streams_.find(first->second);
+  if (found != streams_.end() && found->second.queued_at == first->first) found->second.queued_at = Instant::max();
+  stream_wakeups_.erase(first);
 }
 
 }  // namespace leaseproof::models

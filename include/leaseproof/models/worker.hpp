@@ -96,13 +96,19 @@ class WorkerProcess final : public sim::Process {
     ws::ConnectionId socket = 0;
     uint64_t received = 0;  // frames on the current socket
     uint64_t sent = 0;
+    // The due time of the wakeup this stream last queued while that entry is
+    // still queued (Instant::max() otherwise): queuing it again would change
+    // nothing, so run_stream skips it.
+    Instant queued_at = Instant::max();
   };
   void open_stream(const lease::OpenSession& open);
   void close_stream(const std::string& connection);
   void on_stream_message(const sim::Envelope& envelope);
   template <typename Step>
-  void run_stream(const std::string& connection, Step step);
-  void apply_stream(const std::string& connection, resume::SessionActions& actions);
+  void run_stream(const std::string& connection, Stream& stream, Step step);
+  void apply_stream(const std::string& connection, Stream& stream, resume::SessionActions& actions);
+  // Removes the first queued wakeup; the stream it names forgets it queued it.
+  void pop_stream_wakeup();
   void schedule_streams();
   void on_stream_timer();
   void expire_leases();
