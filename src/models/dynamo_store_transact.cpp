@@ -237,19 +237,28 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
   return actions;
 }
 
-// Length-prefixed, tagged encoding: two different payloads never encode alike.
+// Length-prefixed, tagged encoding: two different payloads never encode
+// alike. The encoding is folded as it is made, 8 bytes a step, through a
+// buffer on the stack (a transaction's payload can be hundreds of kilobytes,
+// and one is fingerprinted for every transaction with a token): two unrelated
+// folds, xor-multiply-xorshift and add-multiply-rotate with other constants,
+// so that one collision does not imply the other; the last word zero-padded,
+// then the length. Only ever compared within one process.
 class PayloadEncoder {
  public:
-  PayloadEncoder() { bytes_.reserve(1024); }
-  void byte(uint8_t value) { bytes_.push_back(static_cast<char>(value)); }
+  void byte(uint8_t value) {
+    if (used_ == sizeof buffer_) flush();
+    buffer_[used_++] = static_cast<char>(value);
+    ++total_;
+  }
   void count(std::size_t value) {  // 8 bytes, least significant first
     char word[8];
     for (int i = 0; i < 8; ++i) word[i] = static_cast<char>(static_cast<uint64_t>(value) >> (8 * i));
-    bytes_.append(word, sizeof word);
+    append(word, sizeof word);
   }
   void text(std::string_view value) {
     count(value.size());
-    bytes_.append(value);
+    append(value.data(), value.size());
   }
   void value(const AttributeValue& value) {
     byte(static_cast<uint8_t>(value.type()));
@@ -295,10 +304,57 @@ class PayloadEncoder {
     }
     byte(static_cast<uint8_t>(condition.return_values_on_condition_check_failure));
   }
-  const std::string& bytes() const { return bytes_; }
+  store_detail::PayloadFingerprint finish() {
+    if (used_ == sizeof buffer_) flush();
+    const std::size_t words = used_ / 8;
+    fold_words(words);
+    uint64_t tail = 0;
+    std::memcpy(&tail, buffer_ + words * 8, used_ - words * 8);
+    fold(tail);
+    fold(total_);
+    return out_;
+  }
 
  private:
-  std::string bytes_;
+  // A full buffer is folded when more bytes come (or at the end).
+  void flush() {
+    fold_words(sizeof buffer_ / 8);
+    used_ = 0;
+  }
+  void append(const char* data, std::size_t size) {
+    total_ += size;
+    if (size <= sizeof buffer_ - used_) {  // the common case: it fits
+      std::memcpy(buffer_ + used_, data, size);
+      used_ += size;
+      return;
+    }
+    while (size > 0) {
+      if (used_ == sizeof buffer_) flush();
+      const std::size_t take = std::min(size, sizeof buffer_ - used_);
+      std::memcpy(buffer_ + used_, data, take);
+      used_ += take;
+      data += take;
+      size -= take;
+    }
+  }
+  void fold_words(std::size_t words) {
+    for (std::size_t i = 0; i < words; ++i) {
+      uint64_t word = 0;
+      std::memcpy(&word, buffer_ + i * 8, 8);
+      fold(word);
+    }
+  }
+  void fold(uint64_t word) {
+    out_.first = (out_.first ^ word) * 0x9E3779B97F4A7C15ULL;
+    out_.first ^= out_.first >> 29;
+    out_.second = (out_.second + word) * 0xC2B2AE3D27D4EB4FULL;
+    out_.second = (out_.second << 31) | (out_.second >> 33);
+  }
+
+  char buffer_[256];  // a whole number of words: the steps fall where they would on the whole encoding
+  std::size_t used_ = 0;
+  std::size_t total_ = 0;
+  store_detail::PayloadFingerprint out_{0xCBF29CE484222325ULL, 0x6C65617365707266ULL};
 };
 
 }  // namespace
@@ -321,29 +377,7 @@ store_detail::PayloadFingerprint store_detail::fingerprint(const std::vector<dyn
         },
         action);
   }
-  // Two unrelated folds of the encoding, 8 bytes a step (the last word
-  // zero-padded, then the length): xor-multiply-xorshift, and
-  // add-multiply-rotate with other constants, so that one collision does not
-  // imply the other. Only ever compared within one process.
-  const std::string& bytes = encoder.bytes();
-  PayloadFingerprint out{0xCBF29CE484222325ULL, 0x6C65617365707266ULL};
-  auto fold = [&out](uint64_t word) {
-    out.first = (out.first ^ word) * 0x9E3779B97F4A7C15ULL;
-    out.first ^= out.first >> 29;
-    out.second = (out.second + word) * 0xC2B2AE3D27D4EB4FULL;
-    out.second = (out.second << 31) | (out.second >> 33);
-  };
-  std::size_t at = 0;
-  for (; at + 8 <= bytes.size(); at += 8) {
-    uint64_t word = 0;
-    std::memcpy(&word, bytes.data() + at, 8);
-    fold(word);
-  }
-  uint64_t tail = 0;
-  std::memcpy(&tail, bytes.data() + at, bytes.size() - at);
-  fold(tail);
-  fold(bytes.size());
-  return out;
+  return encoder.finish();
 }
 
 namespace {

@@ -155,6 +155,33 @@ TEST_F(DynamoStoreTransact, ARetryDifferingInAnyFieldIsAMismatch) {
   }
 }
 
+// A payload longer than the fingerprint's buffer (256 bytes) is folded in
+// several passes: a byte changed anywhere, on either side of a pass's end,
+// still counts as another payload, and the same payload still replays.
+TEST_F(DynamoStoreTransact, ALongPayloadDifferingInAnyByteIsAMismatch) {
+  const std::string text(700, 'x');
+  auto request_with = [](std::string value) {
+    dynamo::TransactWriteItemsRequest request;
+    request.transact_items.push_back(dynamo::TransactPut{{{"pk", S("long")}, {"v", S(std::move(value))}}, on("leases")});
+    request.client_request_token = "long-token";
+    return request;
+  };
+  ASSERT_TRUE(store_.apply(request_with(text), now_).ok());
+  ASSERT_TRUE(store_.apply(request_with(text), now_ + Duration::from_s(1)).ok());
+  EXPECT_EQ(store_.accounting("leases").idempotent_replays, 1);
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    std::string changed = text;
+    changed[at] = 'y';
+    EXPECT_EQ(error_type(store_.apply(request_with(changed), now_ + Duration::from_s(2))),
+              "IdempotentParameterMismatchException")
+        << "byte " << at;
+  }
+  EXPECT_EQ(error_type(store_.apply(request_with(text + "x"), now_ + Duration::from_s(2))),
+            "IdempotentParameterMismatchException");
+  EXPECT_TRUE(store_.apply(request_with(text), now_ + Duration::from_s(3)).ok());
+  EXPECT_EQ(store_.accounting("leases").idempotent_replays, 2);
+}
+
 TEST_F(DynamoStoreTransact, RejectsMoreThanOneHundredActions) {
   dynamo::TransactWriteItemsRequest request;
   for (int i = 0; i < 101; ++i) {
