@@ -188,11 +188,7 @@ Instant DynamoStore::State::advance(Instant now) {
     }
     tombstones.pop_front();
   }
-  while (!token_expiry.empty() && token_expiry.front().first + store_detail::idempotency_window <= now) {
-    const auto token = tokens.find(token_expiry.front().second);
-    if (token != tokens.end() && token->second.at == token_expiry.front().first) tokens.erase(token);
-    token_expiry.pop_front();
-  }
+  tokens.forget_while([now](Instant at) { return at + store_detail::idempotency_window <= now; });
   Instant next = Instant::max();
   if (!gsi_changes.empty()) next = std::min(next, gsi_changes.top_key().first);
   if (!ttl_checks.empty()) next = std::min(next, ttl_checks.top_key().first);

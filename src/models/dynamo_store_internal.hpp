@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <leaseproof/base/arrival_map.hpp>
 #include <leaseproof/base/assert.hpp>
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/core/dynamo/expression.hpp>
@@ -280,11 +281,6 @@ struct PayloadFingerprint {
 // without ambiguity and hashed twice with unrelated functions.
 PayloadFingerprint fingerprint(const std::vector<dynamo::TransactWriteItem>& items);
 
-struct TokenRecord {
-  PayloadFingerprint payload;
-  Instant at;
-};
-
 using EventKey = std::pair<Instant, uint64_t>;  // (due, insertion sequence)
 
 // Background work by due time: a binary heap (no node per entry, unlike a
@@ -390,12 +386,10 @@ struct DynamoStore::State {
   store_detail::EventQueue<store_detail::TtlCheck> ttl_checks;
   std::deque<store_detail::Tombstone> tombstones;
   // Idempotency tokens of the last 10 minutes (a streaming fleet's sink
-  // transactions: hundreds of thousands). Only looked up, never walked:
-  // token_expiry keeps their order of arrival.
-  std::unordered_map<std::string, store_detail::TokenRecord, TextHash, std::equal_to<>> tokens;
-  std::deque<std::pair<Instant, std::string>> token_expiry;
+  // transactions: hundreds of thousands), with the fingerprint of the payload
+  // each came with. Looked up, and forgotten in order of arrival.
+  ArrivalMap<store_detail::PayloadFingerprint> tokens;
   uint64_t next_sequence = 0;
-  Instant latest_now = Instant::zero();
   // Parsed expressions reused across requests (pure memory: answers are the
   // same with or without it).
   dynamo::ExpressionCache expression_cache;

@@ -406,9 +406,9 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
   }
   for (const std::string* name : touched) ++account(*name).transact_write_items;
   if (request.client_request_token) {
-    const auto token = tokens.find(*request.client_request_token);
-    if (token != tokens.end() && now < token->second.at + store_detail::idempotency_window) {
-      if (token->second.payload != store_detail::fingerprint(request.transact_items)) return idempotent_mismatch();
+    const auto* token = tokens.find(*request.client_request_token);
+    if (token != nullptr && now < token->at + store_detail::idempotency_window) {
+      if (token->value != store_detail::fingerprint(request.transact_items)) return idempotent_mismatch();
       // A retry of a transaction that succeeded: success, nothing applied again.
       for (const std::string* name : touched) ++account(*name).idempotent_replays;
       return dynamo::Response{dynamo::TransactWriteItemsResponse{}};
@@ -496,9 +496,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     }
   }
   if (request.client_request_token) {
-    tokens[*request.client_request_token] =
-        store_detail::TokenRecord{store_detail::fingerprint(request.transact_items), now};
-    token_expiry.emplace_back(now, *request.client_request_token);
+    tokens.put(*request.client_request_token, store_detail::fingerprint(request.transact_items), now);
   }
   dynamo::TransactWriteItemsResponse response;
   for (const auto& [table_name, cost] : consumed) {
