@@ -24,7 +24,9 @@ sim::Message close_frame(ws::ConnectionId socket, uint16_t code) {
 void WorkerProcess::open_stream(const lease::OpenSession& open) {
   const StreamEnvironment& environment = *environment_.stream;
   LP_ASSERT_MSG(!streams_.contains(open.connection), "stream {} opened twice", open.connection);
-  Stream& stream = streams_[open.connection];
+  const auto entry = streams_.try_emplace(open.connection).first;
+  Stream& stream = entry->second;
+  stream.connection = &entry->first;
   const resume::Position recorded{static_cast<uint64_t>(std::max<int64_t>(0, open.stream_epoch)), open.last_seq};
   stream.session = std::make_unique<resume::StreamSession>(environment.session, environment_.config, open.connection,
                                                            worker_id_, open.epoch, recorded, *random_);
@@ -51,8 +53,8 @@ void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
       is_close ? envelope.message.as<ws::Close>().connection : envelope.message.as<ws::Frame>().connection;
   const auto found = stream_by_socket_.find(socket);
   if (found == stream_by_socket_.end()) return;  // a socket this worker already left
-  const std::string connection = found->second;
-  Stream& stream = streams_.at(connection);
+  Stream& stream = *found->second;
+  const std::string& connection = *stream.connection;
   const Instant now = context_->monotonic();
   if (is_close) {
     stream_by_socket_.erase(found);
@@ -101,7 +103,7 @@ void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, 
       stream.socket = ws::make_connection_id(context.id(), context.incarnation(), next_socket_++);
       stream.received = 0;
       stream.sent = 0;
-      stream_by_socket_[stream.socket] = connection;
+      stream_by_socket_[stream.socket] = &stream;
       context.send(via, sim::Message{ws::kOpen, kControlBytes,
                                      std::make_shared<ws::Open>(stream.socket, connect->subscribe, worker_id_)});
     } else if (auto* pong = std::get_if<resume::SendPong>(&action)) {
@@ -158,7 +160,7 @@ void WorkerProcess::schedule_streams() {
     const auto& [at, connection] = *stream_wakeups_.begin();
     const auto found = streams_.find(connection);
     if (found != streams_.end() && found->second.session->next_deadline() == at) break;
-    pop_stream_wakeup();
+    pop_stream_wakeup(found != streams_.end() ? &found->second : nullptr);
   }
   const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.begin()->first;
   if (next == stream_timer_at_) return;
@@ -176,8 +178,8 @@ void WorkerProcess::on_stream_timer() {
   const Instant now = context_->monotonic();
   while (!stream_wakeups_.empty() && stream_wakeups_.begin()->first <= now) {
     const std::string connection = stream_wakeups_.begin()->second;
-    pop_stream_wakeup();
     const auto found = streams_.find(connection);
+    pop_stream_wakeup(found != streams_.end() ? &found->second : nullptr);
     if (found == streams_.end() || found->second.session->next_deadline() > now) continue;
     run_stream(connection, found->second,
                [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
@@ -185,10 +187,9 @@ void WorkerProcess::on_stream_timer() {
   schedule_streams();
 }
 
-void WorkerProcess::pop_stream_wakeup() {
+void WorkerProcess::pop_stream_wakeup(Stream* stream) {
   const auto first = stream_wakeups_.begin();
-  const auto found = streams_.find(first->second);
-  if (found != streams_.end() && found->second.queued_at == first->first) found->second.queued_at = Instant::max();
+  if (stream != nullptr && stream->queued_at == first->first) stream->queued_at = Instant::max();
   stream_wakeups_.erase(first);
 }
 

@@ -91,6 +91,7 @@ class WorkerProcess final : public sim::Process {
 
   // Streaming (stream_worker.cpp).
   struct Stream {
+    const std::string* connection = nullptr;  // its key in streams_
     std::unique_ptr<resume::StreamSession> session;
     uint64_t generation = 0;  // tells sink replies of an earlier session apart
     ws::ConnectionId socket = 0;
@@ -107,8 +108,9 @@ class WorkerProcess final : public sim::Process {
   template <typename Step>
   void run_stream(const std::string& connection, Stream& stream, Step step);
   void apply_stream(const std::string& connection, Stream& stream, resume::SessionActions& actions);
-  // Removes the first queued wakeup; the stream it names forgets it queued it.
-  void pop_stream_wakeup();
+  // Removes the first queued wakeup; `stream`, the stream it names (null:
+  // gone), forgets it queued it.
+  void pop_stream_wakeup(Stream* stream);
   void schedule_streams();
   void on_stream_timer();
   void expire_leases();
@@ -125,7 +127,9 @@ class WorkerProcess final : public sim::Process {
   uint32_t sqs_in_flight_ = 0;  // receives and hand-backs awaiting their reply
   bool drained_ = false;        // DrainComplete seen: exit when sqs_in_flight_ is 0
   std::unordered_map<std::string, Stream, TextHash, std::equal_to<>> streams_;  // found by name, never walked
-  std::map<ws::ConnectionId, std::string> stream_by_socket_;
+  // The stream of each open socket: streams_ entries stay where they are
+  // until erased, and a stream's socket is erased here first. Never walked.
+  std::unordered_map<ws::ConnectionId, Stream*> stream_by_socket_;
   // std::pair's order, with the names compared inline.
   struct StreamWakeupLess {
     bool operator()(const std::pair<Instant, std::string>& a, const std::pair<Instant, std::string>& b) const {
