@@ -4,10 +4,10 @@
 // a streaming fleet sets hundreds of thousands of them), looked up once per
 // transaction and almost never found.
 //
-// put() sets a key's value and records its arrival time (arrivals come in
-// time order, or wait behind later ones); forget_while() walks the arrivals from the oldest and forgets
-// a key once the arrival it is at, its latest, is due. find() sees a key
-// until then.
+// put() sets a key's value and queues its arrival (arrivals come in time
+// order, or wait behind later ones); forget_while() takes arrivals from the
+// front while they are due, and an arrival forgets its key if it is the
+// arrival of the key's latest put. find() sees a key until then.
 //
 // Why not std::unordered_map: a lookup there loads a bucket, then the node it
 // points to, then (when the hash code is kept) the end of that node; each a
@@ -42,6 +42,7 @@ class ArrivalMap {
     Value value{};
     Instant at;  // the latest arrival
     uint64_t hash = 0;
+    uint64_t put = 0;  // the number of the latest put: only its arrival forgets the key
     bool live = false;
   };
 
@@ -73,7 +74,8 @@ class ArrivalMap {
         Entry& entry = entries_[slot.entry];
         entry.value = std::move(value);
         entry.at = at;
-        arrivals_.emplace_back(at, slot.entry);
+        entry.put = ++puts_;
+        arrivals_.push_back(Arrival{at, slot.entry, entry.put});
         return;
       }
     }
@@ -91,24 +93,27 @@ class ArrivalMap {
     entry.value = std::move(value);
     entry.at = at;
     entry.hash = hash;
+    entry.put = ++puts_;
     entry.live = true;
     slots_[i] = Slot{hash, index};
     ++size_;
-    arrivals_.emplace_back(at, index);
+    arrivals_.push_back(Arrival{at, index, entry.put});
   }
 
-  // Forgets, oldest arrival first, while `due(arrival time)` holds: a key goes
-  // with its latest arrival (an earlier one, since superseded, does nothing).
+  // Takes arrivals from the front while `due(arrival time)` holds: a key goes
+  // with the arrival of its latest put (an earlier one does nothing).
   template <typename Due>
   void forget_while(Due due) {
-    while (!arrivals_.empty() && due(arrivals_.front().first)) {
-      const auto [at, index] = arrivals_.front();
+    while (!arrivals_.empty() && due(arrivals_.front().at)) {
+      const Arrival arrival = arrivals_.front();
       arrivals_.pop_front();
-      Entry& entry = entries_[index];
-      if (!entry.live || entry.at != at) continue;
-      erase_slot_of(index);
+      Entry& entry = entries_[arrival.entry];
+      // Superseded by a later put of the key, or left by a key since
+      // forgotten (whose entry may hold another key now): nothing to do.
+      if (!entry.live || entry.put != arrival.put) continue;
+      erase_slot_of(arrival.entry);
       entry.live = false;
-      free_.push_back(index);
+      free_.push_back(arrival.entry);
       --size_;
     }
   }
@@ -121,6 +126,11 @@ class ArrivalMap {
   struct Slot {
     uint64_t hash = 0;
     uint32_t entry = kEmpty;
+  };
+  struct Arrival {
+    Instant at;
+    uint32_t entry;
+    uint64_t put;  // which put: numbers are never reused
   };
 
   void grow() {
@@ -157,7 +167,8 @@ class ArrivalMap {
   std::size_t mask_ = 0;
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_;  // entries forgotten, for reuse
-  std::deque<std::pair<Instant, uint32_t>> arrivals_;
+  std::deque<Arrival> arrivals_;
+  uint64_t puts_ = 0;
   std::size_t size_ = 0;
 };
 
