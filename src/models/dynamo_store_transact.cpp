@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <leaseproof/base/bytes.hpp>
 #include <leaseproof/core/dynamo/decimal.hpp>
 
 #include "dynamo_store_internal.hpp"
@@ -237,28 +238,26 @@ Result<std::vector<PreparedAction>> prepare_transaction(DynamoStore::State& stat
   return actions;
 }
 
-// Length-prefixed, tagged encoding: two different payloads never encode
-// alike. The encoding is folded as it is made, 8 bytes a step, through a
-// buffer on the stack (a transaction's payload can be hundreds of kilobytes,
-// and one is fingerprinted for every transaction with a token): two unrelated
-// folds, xor-multiply-xorshift and add-multiply-rotate with other constants,
-// so that one collision does not imply the other; the last word zero-padded,
-// then the length. Only ever compared within one process.
+// Length-prefixed, tagged encoding, in 64-bit words: a tag or a count is a
+// word; a text is its length, then its bytes 8 to a word (the last one
+// zero-padded). Each element's kind and size are known from what precedes
+// it, so two different payloads never encode alike. The words are folded as
+// they are made, read straight from the strings (a transaction's payload can
+// be hundreds of kilobytes, and one is fingerprinted for every transaction
+// with a token): two unrelated folds, xor-multiply-xorshift and
+// add-multiply-rotate with other constants, so that one collision does not
+// imply the other; then the number of words. Only ever compared within one
+// process.
 class PayloadEncoder {
  public:
-  void byte(uint8_t value) {
-    if (used_ == sizeof buffer_) flush();
-    buffer_[used_++] = static_cast<char>(value);
-    ++total_;
-  }
-  void count(std::size_t value) {  // 8 bytes, least significant first
-    char word[8];
-    for (int i = 0; i < 8; ++i) word[i] = static_cast<char>(static_cast<uint64_t>(value) >> (8 * i));
-    append(word, sizeof word);
-  }
+  void byte(uint8_t value) { fold(value); }
+  void count(std::size_t value) { fold(value); }
   void text(std::string_view value) {
-    count(value.size());
-    append(value.data(), value.size());
+    fold(value.size());
+    const char* at = value.data();
+    std::size_t left = value.size();
+    for (; left >= 8; left -= 8, at += 8) fold(load_le64(at));
+    if (left > 0) fold(load_le_tail(at, left));
   }
   void value(const AttributeValue& value) {
     byte(static_cast<uint8_t>(value.type()));
@@ -305,55 +304,20 @@ class PayloadEncoder {
     byte(static_cast<uint8_t>(condition.return_values_on_condition_check_failure));
   }
   store_detail::PayloadFingerprint finish() {
-    if (used_ == sizeof buffer_) flush();
-    const std::size_t words = used_ / 8;
-    fold_words(words);
-    uint64_t tail = 0;
-    std::memcpy(&tail, buffer_ + words * 8, used_ - words * 8);
-    fold(tail);
-    fold(total_);
+    fold(words_);
     return out_;
   }
 
  private:
-  // A full buffer is folded when more bytes come (or at the end).
-  void flush() {
-    fold_words(sizeof buffer_ / 8);
-    used_ = 0;
-  }
-  void append(const char* data, std::size_t size) {
-    total_ += size;
-    if (size <= sizeof buffer_ - used_) {  // the common case: it fits
-      std::memcpy(buffer_ + used_, data, size);
-      used_ += size;
-      return;
-    }
-    while (size > 0) {
-      if (used_ == sizeof buffer_) flush();
-      const std::size_t take = std::min(size, sizeof buffer_ - used_);
-      std::memcpy(buffer_ + used_, data, take);
-      used_ += take;
-      data += take;
-      size -= take;
-    }
-  }
-  void fold_words(std::size_t words) {
-    for (std::size_t i = 0; i < words; ++i) {
-      uint64_t word = 0;
-      std::memcpy(&word, buffer_ + i * 8, 8);
-      fold(word);
-    }
-  }
   void fold(uint64_t word) {
+    ++words_;
     out_.first = (out_.first ^ word) * 0x9E3779B97F4A7C15ULL;
     out_.first ^= out_.first >> 29;
     out_.second = (out_.second + word) * 0xC2B2AE3D27D4EB4FULL;
     out_.second = (out_.second << 31) | (out_.second >> 33);
   }
 
-  char buffer_[256];  // a whole number of words: the steps fall where they would on the whole encoding
-  std::size_t used_ = 0;
-  std::size_t total_ = 0;
+  uint64_t words_ = 0;
   store_detail::PayloadFingerprint out_{0xCBF29CE484222325ULL, 0x6C65617365707266ULL};
 };
 

@@ -155,9 +155,9 @@ TEST_F(DynamoStoreTransact, ARetryDifferingInAnyFieldIsAMismatch) {
   }
 }
 
-// A payload longer than the fingerprint's buffer (256 bytes) is folded in
-// several passes: a byte changed anywhere, on either side of a pass's end,
-// still counts as another payload, and the same payload still replays.
+// A long payload, folded 8 bytes a word: a byte changed anywhere (in any
+// word, the last partial one too) still counts as another payload, one byte
+// more too, and the same payload still replays.
 TEST_F(DynamoStoreTransact, ALongPayloadDifferingInAnyByteIsAMismatch) {
   const std::string text(700, 'x');
   auto request_with = [](std::string value) {
