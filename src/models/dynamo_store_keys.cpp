@@ -337,11 +337,22 @@ Result<TableKey> DynamoStore::State::key_of_key(const TableState& table, const I
 
 namespace store_detail {
 
+namespace {
+
+// Sort keys mostly arrive in order (a sink's sequence numbers): a key past a
+// partition's last one needs no walk down its tree, to be found missing or
+// to be put at the end.
+template <typename Records>
+bool past_last(const Records& records, const AttributeValue& range) {
+  return records.empty() || compare_keys(records.rbegin()->first, range) < 0;
+}
+
+}  // namespace
+
 ItemRecord& record_for(TableState& table, const TableKey& key) {
   auto& records = table.items[key.hash];
-  // A key past the last one (a sink's next sequence number) goes at the end:
-  // the hint spares the walk operator[] makes to find the same place.
-  if (records.empty() || compare_keys(records.rbegin()->first, key.range) < 0) {
+  // The end() hint spares the walk operator[] makes to find the same place.
+  if (past_last(records, key.range)) {
     return records.emplace_hint(records.end(), key.range, ItemRecord{})->second;
   }
   return records[key.range];
@@ -353,9 +364,7 @@ ItemRecord* DynamoStore::State::find_record(TableState& table, const TableKey& k
   const auto partition = table.items.find(key.hash);
   if (partition == table.items.end()) return nullptr;
   auto& records = partition->second;
-  // Sort keys mostly arrive in order (a sink's sequence numbers): a key past
-  // the last one is missing without a walk down the tree.
-  if (records.empty() || store_detail::compare_keys(records.rbegin()->first, key.range) < 0) return nullptr;
+  if (store_detail::past_last(records, key.range)) return nullptr;
   const auto record = records.find(key.range);
   return record == records.end() ? nullptr : &record->second;
 }

@@ -254,10 +254,7 @@ class PayloadEncoder {
   void count(std::size_t value) { fold(value); }
   void text(std::string_view value) {
     fold(value.size());
-    const char* at = value.data();
-    std::size_t left = value.size();
-    for (; left >= 8; left -= 8, at += 8) fold(load_le64(at));
-    if (left > 0) fold(load_le_tail(at, left));
+    for_each_le_word(value, [this](uint64_t word) { fold(word); });
   }
   void value(const AttributeValue& value) {
     byte(static_cast<uint8_t>(value.type()));

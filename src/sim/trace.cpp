@@ -39,11 +39,7 @@ void TraceHash::add_string(std::string_view text) {
   add_word(text.size());
   // Little-endian packing of 8 bytes a word, the last word zero-padded,
   // independent of the host.
-  const char* bytes = text.data();
-  const size_t size = text.size();
-  size_t at = 0;
-  for (; at + 8 <= size; at += 8) add_word(load_le64(bytes + at));
-  if (at < size) add_word(load_le_tail(bytes + at, size - at));
+  for_each_le_word(text, [this](uint64_t word) { add_word(word); });
 }
 
 void TraceHash::add_event(const TraceEvent& event) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace leaseproof {
 
@@ -44,6 +45,17 @@ inline uint64_t load_le_tail(const char* bytes, std::size_t count) noexcept {
     for (std::size_t i = count; i-- > 0;) word = (word << 8) | static_cast<unsigned char>(bytes[i]);
     return word;
   }
+}
+
+// Calls fold(word) for each little-endian word of `text`: eight bytes at a
+// time, then the last 1 to 7 zero-padded (nothing more when the size is a
+// multiple of 8, or the text is empty).
+template <typename Fold>
+inline void for_each_le_word(std::string_view text, Fold&& fold) {
+  const char* at = text.data();
+  std::size_t left = text.size();
+  for (; left >= 8; left -= 8, at += 8) fold(load_le64(at));
+  if (left > 0) fold(load_le_tail(at, left));
 }
 
 }  // namespace leaseproof

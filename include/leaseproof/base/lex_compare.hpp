@@ -101,15 +101,12 @@ struct LexLess {
 // Containers hashed with it are never walked where order could matter
 // (docs/determinism.md), so its values decide nothing a run shows.
 inline std::size_t hash_text(std::string_view text) noexcept {
-  const char* at = text.data();
-  std::size_t left = text.size();
-  uint64_t state = 0x9E3779B97F4A7C15ULL ^ (left * 0xFF51AFD7ED558CCDULL);
+  uint64_t state = 0x9E3779B97F4A7C15ULL ^ (text.size() * 0xFF51AFD7ED558CCDULL);
   auto mix = [&state](uint64_t word) {
     state = (state ^ word) * 0xBF58476D1CE4E5B9ULL;
     state ^= state >> 31;
   };
-  for (; left >= 8; left -= 8, at += 8) mix(load_le64(at));
-  if (left > 0) mix(load_le_tail(at, left));
+  for_each_le_word(text, mix);
   state ^= state >> 29;
   return static_cast<std::size_t>(state * 0x94D049BB133111EBULL);
 }

@@ -21,9 +21,7 @@ inline void mix_word(uint64_t& hash, uint64_t word) {
 }
 
 void mix(uint64_t& hash, std::string_view bytes) {
-  size_t at = 0;
-  for (; at + 8 <= bytes.size(); at += 8) mix_word(hash, load_le64(bytes.data() + at));
-  if (at < bytes.size()) mix_word(hash, load_le_tail(bytes.data() + at, bytes.size() - at));
+  for_each_le_word(bytes, [&hash](uint64_t word) { mix_word(hash, word); });
   mix_word(hash, bytes.size());
 }
 
