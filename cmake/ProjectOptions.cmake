@@ -23,10 +23,36 @@ if(LEASEPROOF_SANITIZE)
   target_link_options(leaseproof_sanitizers INTERFACE -fsanitize=address,undefined)
 endif()
 
-# Every project target links this one; it carries warnings and sanitizers and
-# the include root for public headers (<leaseproof/layer/x.hpp>).
+# Profile-guided optimization, in two builds of one directory (their object
+# files must have the same paths for the profiles to be found):
+# scripts/build-pgo.sh configures `generate`, runs a training set, then
+# configures `use` and builds again. Off by default: the plain Release build
+# is the reference, and a PGO build must give every trace hash it gives.
+set(LEASEPROOF_PGO "OFF" CACHE STRING "Profile-guided optimization: OFF, generate or use (see scripts/build-pgo.sh)")
+set_property(CACHE LEASEPROOF_PGO PROPERTY STRINGS OFF generate use)
+set(LEASEPROOF_PGO_DIR "${CMAKE_BINARY_DIR}/pgo-profile" CACHE PATH "Where the training run writes its profiles")
+add_library(leaseproof_pgo INTERFACE)
+if(LEASEPROOF_PGO STREQUAL "generate")
+  target_compile_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR})
+  target_link_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR})
+elseif(LEASEPROOF_PGO STREQUAL "use")
+  if(NOT IS_DIRECTORY "${LEASEPROOF_PGO_DIR}")
+    message(FATAL_ERROR "LEASEPROOF_PGO=use: no profiles in ${LEASEPROOF_PGO_DIR} "
+                        "(scripts/build-pgo.sh builds with LEASEPROOF_PGO=generate and trains first)")
+  endif()
+  # Code the training never ran keeps its normal optimization instead of
+  # being treated as cold; files without a profile are expected (tests).
+  target_compile_options(leaseproof_pgo INTERFACE -fprofile-use=${LEASEPROOF_PGO_DIR}
+                         -fprofile-partial-training -Wno-missing-profile)
+  target_link_options(leaseproof_pgo INTERFACE -fprofile-use=${LEASEPROOF_PGO_DIR})
+elseif(NOT LEASEPROOF_PGO STREQUAL "OFF")
+  message(FATAL_ERROR "LEASEPROOF_PGO is '${LEASEPROOF_PGO}': allowed are OFF, generate and use")
+endif()
+
+# Every project target links this one; it carries warnings, sanitizers and
+# PGO, and the include root for public headers (<leaseproof/layer/x.hpp>).
 add_library(leaseproof_project INTERFACE)
-target_link_libraries(leaseproof_project INTERFACE leaseproof_warnings leaseproof_sanitizers)
+target_link_libraries(leaseproof_project INTERFACE leaseproof_warnings leaseproof_sanitizers leaseproof_pgo)
 target_include_directories(leaseproof_project INTERFACE ${PROJECT_SOURCE_DIR}/include)
 
 # leaseproof_library(NAME SOURCES... DEPENDS ...) declares leaseproof_NAME with

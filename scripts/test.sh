@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds Debug and Release, and runs every test in
 # both: unit, property and sim tiers, the Debug-vs-Release trace-hash
-# comparison, the property gate (Release), and the tests against a real
-# dynalite server (label 'real').
+# comparison, a PGO build that must give Release's trace hashes, the property
+# gate (Release), and the tests against a real dynalite server (label 'real').
 # Ends with one line "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +58,19 @@ for seed in 7 8 123456789; do
     failed=$((failed + 1))
   fi
 done
+
+# Profile-guided optimization changes how fast, never what: the PGO build
+# (trained on short runs here) must give every trace hash of the plain Release
+# build over compare-builds' 46 runs. Counts as one check.
+echo "== PGO build (scripts/build-pgo.sh --quick) and its trace hashes"
+if scripts/build-pgo.sh --quick >"$log" 2>&1 &&
+   scripts/compare-builds.sh build/release/src/cli/leaseproof build/release-pgo/src/cli/leaseproof; then
+  passed=$((passed + 1))
+else
+  tail -n 30 "$log" >&2
+  echo "test.sh: the PGO build failed, or gave another trace hash than Release" >&2
+  failed=$((failed + 1))
+fi
 
 # The CI property gate: the regression runs, then new swarm seeds within a
 # budget that keeps CI short (docs/ci-gate.md). Counts as one check.
