@@ -414,7 +414,8 @@ struct DynamoStore::State {
   store_detail::ItemRecord* find_record(TableState& table, const TableKey& key);
   const Item* latest(TableState& table, const TableKey& key);
   // Item as an eventually consistent read sees it; counts stale answers.
-  const Item* eventual(TableState& table, const store_detail::ItemRecord& record, bool stale, Instant now);
+  const std::shared_ptr<const Item>& eventual(TableState& table, const store_detail::ItemRecord& record, bool stale,
+                                              Instant now);
   bool draw_stale_replica(bool consistent_read);
 
   // Capacity (dynamo_store_capacity.cpp).

@@ -121,17 +121,18 @@ Result<dynamo::Response> DynamoStore::State::get_item(const dynamo::GetItemReque
     return std::move(*throttled);
   }
   const store_detail::ItemRecord* record = find_record(*table, key);
-  const Item* item = nullptr;
-  if (record != nullptr) {
-    item = request.consistent_read ? record->current.get()
-                                   : eventual(*table, *record, draw_stale_replica(false), now);
-  }
+  static const std::shared_ptr<const Item> none;
+  const std::shared_ptr<const Item>& item =
+      record == nullptr         ? none
+      : request.consistent_read ? record->current
+                                : eventual(*table, *record, draw_stale_replica(false), now);
   // A missing item still costs the minimum (1 RCU strong, 0.5 eventual).
   const int64_t units = dynamo::read_capacity_units(item ? dynamo::item_size_bytes(*item) : 0);
   const int64_t half_units = request.consistent_read ? 2 * units : units;
   charge_read(*table, nullptr, partition, half_units);
   dynamo::GetItemResponse response;
-  if (item != nullptr) response.item = projection ? dynamo::project(*projection, *item) : *item;
+  // The version itself, shared: versions are immutable.
+  if (item) response.item = projection ? std::make_shared<const Item>(dynamo::project(*projection, *item)) : item;
   response.consumed_capacity =
       store_detail::read_consumed(request.return_consumed_capacity, table->name, nullptr, half_units);
   return dynamo::Response{std::move(response)};

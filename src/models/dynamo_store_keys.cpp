@@ -379,13 +379,14 @@ bool DynamoStore::State::draw_stale_replica(bool consistent_read) {
   return prng.chance(options.stale_read_chance);
 }
 
-const Item* DynamoStore::State::eventual(TableState& table, const ItemRecord& record, bool stale, Instant now) {
+const std::shared_ptr<const Item>& DynamoStore::State::eventual(TableState& table, const ItemRecord& record,
+                                                                bool stale, Instant now) {
   const bool recent = now < record.written_at + options.eventual_read_window;
   if (stale && recent) {
     ++account(table).stale_reads;
-    return record.previous.get();
+    return record.previous;
   }
-  return record.current.get();
+  return record.current;
 }
 
 }  // namespace leaseproof::models

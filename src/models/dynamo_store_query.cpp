@@ -262,7 +262,7 @@ Result<dynamo::Response> DynamoStore::State::query(const dynamo::QueryRequest& r
       if (start) start_range = table->range ? start->at(table->range->name) : AttributeValue{};
       scan_ordered(found->second, start_range, forward, [&](const store_detail::ItemRecord& record) {
         const Item* item = request.consistent_read ? record.current.get()
-                                                   : eventual(*table, record, stale, now);
+                                                   : eventual(*table, record, stale, now).get();
         return item == nullptr || page.visit(*item);
       });
     }

@@ -123,7 +123,7 @@ template <>
 Result<GetItemResponse> decode<GetItemResponse>(const json& object) {
   ObjectReader reader(object);
   GetItemResponse response;
-  response.item = reader.item("Item");
+  if (std::optional<Item> item = reader.item("Item")) response.item = std::make_shared<const Item>(std::move(*item));
   response.consumed_capacity = read_capacity(reader);
   return finish(reader, std::move(response));
 }

@@ -15,6 +15,11 @@ std::optional<LeaseView> item_lease(const std::optional<dynamo::Item>& item) {
   return parse_lease(*item);
 }
 
+std::optional<LeaseView> item_lease(const std::shared_ptr<const dynamo::Item>& item) {
+  if (!item) return std::nullopt;
+  return parse_lease(*item);
+}
+
 // Rendezvous hashing: a stable score of (connection, worker), so every worker
 // that knows the same set of workers picks the same watchers. The
 // connection's part is mixed once and shared by every worker's score.

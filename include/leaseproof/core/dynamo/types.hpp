@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -57,10 +58,16 @@ struct GetItemRequest {
   bool operator==(const GetItemRequest&) const = default;
 };
 struct GetItemResponse {
-  std::optional<Item> item;
+  // Absent: null. Immutable and shared: the simulated store answers with the
+  // version it keeps (its versions never change), so a read copies nothing.
+  std::shared_ptr<const Item> item;
   std::optional<ConsumedCapacity> consumed_capacity;
 
-  bool operator==(const GetItemResponse&) const = default;
+  // By value: the same item, whichever copy holds it.
+  bool operator==(const GetItemResponse& other) const {
+    const bool same_item = item == other.item || (item && other.item && *item == *other.item);
+    return same_item && consumed_capacity == other.consumed_capacity;
+  }
 };
 
 // Members shared by the conditional single-item writes.
