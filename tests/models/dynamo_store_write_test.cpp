@@ -96,6 +96,35 @@ TEST_F(DynamoStoreWrite, LeaseAcquireRaceHasExactlyOneWinner) {
   EXPECT_EQ(store_.peek("leases", {{"pk", S("conn-1")}})->at("lease_owner"), S("worker-b"));
 }
 
+// A GetItem answers with the version the store keeps, shared: later writes
+// make new versions and never change one a reader holds.
+TEST_F(DynamoStoreWrite, AnItemReadStaysAsReadWhileLaterWritesChangeTheTable) {
+  ASSERT_TRUE(store_.apply(put("leases", {{"pk", S("a")}, {"v", N(1)}}), now_).ok());
+  const auto first = store_.apply(get("leases", {{"pk", S("a")}}, true), now_);
+  const std::shared_ptr<const Item> held = as<dynamo::GetItemResponse>(first).item;
+  ASSERT_NE(held, nullptr);
+  ASSERT_TRUE(store_.apply(update_request("leases", {{"pk", S("a")}}, "SET v = :v", {{":v", N(2)}}), now_).ok());
+  ASSERT_TRUE(store_.apply(dynamo::DeleteItemRequest{"leases", {{"pk", S("a")}}, {}}, now_).ok());
+  EXPECT_EQ(*held, (Item{{"pk", S("a")}, {"v", N(1)}}));
+  EXPECT_EQ(store_.peek("leases", {{"pk", S("a")}}), std::nullopt);
+}
+
+// Responses compare by value: two reads of one version, or equal items held
+// apart, are equal; an absent item equals only an absent item.
+TEST(DynamoGetItemResponse, ComparesItemsByValue) {
+  const Item item{{"pk", S("a")}, {"v", N(1)}};
+  dynamo::GetItemResponse shared{std::make_shared<const Item>(item), std::nullopt};
+  dynamo::GetItemResponse apart{std::make_shared<const Item>(item), std::nullopt};
+  dynamo::GetItemResponse other{std::make_shared<const Item>(Item{{"pk", S("a")}, {"v", N(2)}}), std::nullopt};
+  dynamo::GetItemResponse absent;
+  EXPECT_EQ(shared, shared);
+  EXPECT_EQ(shared, apart);
+  EXPECT_NE(shared, other);
+  EXPECT_NE(shared, absent);
+  EXPECT_NE(absent, shared);
+  EXPECT_EQ(absent, dynamo::GetItemResponse{});
+}
+
 TEST(DynamoStoreEventualRead, MayReturnThePreviousVersionWithinTheWindow) {
   DynamoStoreOptions options = DynamoStoreOptions::faults_off();
   options.eventual_read_window = Duration::from_ms(500);
