@@ -10,12 +10,10 @@ bool is_error(const dynamo::Result<dynamo::Response>* reply, std::string_view ty
   return reply != nullptr && !reply->ok() && reply->error().type == type;
 }
 
-std::optional<LeaseView> item_lease(const std::optional<dynamo::Item>& item) {
-  if (!item) return std::nullopt;
-  return parse_lease(*item);
-}
-
-std::optional<LeaseView> item_lease(const std::shared_ptr<const dynamo::Item>& item) {
+// The lease in an item that may be absent: a std::optional<Item> (a write's
+// ReturnValues) or a std::shared_ptr<const Item> (a GetItem's).
+template <typename MaybeItem>
+std::optional<LeaseView> item_lease(const MaybeItem& item) {
   if (!item) return std::nullopt;
   return parse_lease(*item);
 }
