@@ -9,7 +9,8 @@
 #      go to build/release-pgo/pgo-profile; old ones are removed first, as
 #      GCC refuses profiles of another source version);
 #   3. configure the same directory with LEASEPROOF_PGO=use and build
-#      leaseproof and leaseproof_bench again.
+#      leaseproof and the benchmarks (leaseproof_bench, leaseproof_store_renews)
+#      again.
 #
 # --quick trains on shorter runs (for CI, which checks that the result gives
 # the plain Release build's trace hashes, not its speed).
@@ -71,4 +72,4 @@ fi
 echo "== build-pgo: optimized build (LEASEPROOF_PGO=use)"
 cmake --preset release-pgo -DLEASEPROOF_PGO=use -DLEASEPROOF_PGO_DIR="$PWD/$profiles" >/dev/null
 cmake --build --preset release-pgo -j "$jobs"
-echo "build-pgo: built $cli and $dir/bench/leaseproof_bench"
+echo "build-pgo: built $cli, $dir/bench/leaseproof_bench and $dir/bench/leaseproof_store_renews"

@@ -5,6 +5,7 @@
 #
 #   scripts/count-instructions.sh build/release            # this checkout
 #   scripts/count-instructions.sh /tmp/other/build/release # another commit
+#   scripts/count-instructions.sh build/release-pgo        # the PGO build (scripts/build-pgo.sh)
 #
 # Prints, for each: instructions of one conditional renew against the
 # simulated DynamoDB (leaseproof_store_renews, 20,000 minus 10,000 renews,
@@ -18,7 +19,7 @@ cli="$build/src/cli/leaseproof"
 renews="$build/bench/leaseproof_store_renews"
 for binary in "$cli" "$renews"; do
   if [[ ! -x "$binary" ]]; then
-    echo "count-instructions: $binary is missing: build the release preset first" >&2
+    echo "count-instructions: $binary is missing: build the release preset first (or scripts/build-pgo.sh for build/release-pgo)" >&2
     exit 2
   fi
 done
