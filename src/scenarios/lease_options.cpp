@@ -135,12 +135,12 @@ std::string LeaseScenarioOptions::describe() const {
     text += fmt::format(
         "\n  stream: record={} publish every {} ({} B) until {} relay_idle={} ring={} msgs/{} B replay_max={} "
         "queue={} B ping={} pong_timeout={} write_deadline={} reconnect={}..{} jitter={} batch={} "
-        "record_retry={}..{} keep_ring={}{}{}",
+        "linger={} record_retry={}..{} keep_ring={}{}{}",
         resume::to_string(s.mode), s.publish_interval, s.message_bytes, s.published_until(healed_at()),
         s.relay_idle ? format_duration(*s.relay_idle) : "-", s.hub.ring_messages_max, s.hub.ring_bytes_max,
         s.hub.replay_messages_max, s.hub.subscriber_queue_bytes_max, s.hub.ping_interval, s.hub.pong_timeout,
         s.hub.write_deadline, s.client.reconnect_base, s.client.reconnect_cap, s.client.jitter,
-        s.client.record_batch_max, s.client.record_retry_base, s.client.record_retry_cap, s.keep_ring,
+        s.client.record_batch_max, s.client.record_linger, s.client.record_retry_base, s.client.record_retry_cap, s.keep_ring,
         s.client.bug_cursor_on_receive ? " BROKEN-CLIENT" : "",
         s.hub.bug_skip_evicted_without_reset ? " BROKEN-HUB" : "");
     for (const Duration at : s.hub_crashes) text += fmt::format("\n  hub crash: at {} for {}", at, s.hub_down);
@@ -248,7 +248,7 @@ constexpr const char* kStreamFields[] = {
     "enabled", "record_mode", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
     "hub_down", "keep_ring", "mass_closes", "hub_slow", "cuts", "ring_messages", "ring_bytes", "replay_messages",
     "queue_bytes", "ping_interval", "pong_timeout", "write_deadline", "reconnect_base", "reconnect_cap", "jitter",
-    "record_batch", "record_retry_base", "record_retry_cap", "hub_silence_timeout", "broken_client", "broken_hub",
+    "record_batch", "record_linger", "record_retry_base", "record_retry_cap", "hub_silence_timeout", "broken_client", "broken_hub",
     "crash_while_recording"};
 
 // "" when every key of `json` is one of `fields`; else names the first other
@@ -340,6 +340,7 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
       r.duration("write_deadline", s.hub.write_deadline) && r.duration("reconnect_base", s.client.reconnect_base) &&
       r.duration("reconnect_cap", s.client.reconnect_cap) && r.boolean("jitter", s.client.jitter) &&
       r.integer("record_batch", s.client.record_batch_max, 1, 1000) &&
+      r.duration("record_linger", s.client.record_linger) &&
       r.duration("record_retry_base", s.client.record_retry_base) &&
       r.duration("record_retry_cap", s.client.record_retry_cap) &&
       r.duration("hub_silence_timeout", s.client.hub_silence_timeout) &&
@@ -472,6 +473,7 @@ nlohmann::json stream_parameters(const StreamOptions& s) {
           {"reconnect_cap", format_duration(s.client.reconnect_cap)},
           {"jitter", s.client.jitter},
           {"record_batch", s.client.record_batch_max},
+          {"record_linger", format_duration(s.client.record_linger)},
           {"record_retry_base", format_duration(s.client.record_retry_base)},
           {"record_retry_cap", format_duration(s.client.record_retry_cap)},
           {"hub_silence_timeout", format_duration(s.client.hub_silence_timeout)},

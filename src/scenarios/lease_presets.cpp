@@ -49,6 +49,11 @@ void swarm_stream(uint64_t seed, LeaseScenarioOptions& o) {
   Duration ping_max = D::from_s(8);
   if (s.relay_idle) ping_max = std::min(ping_max, *s.relay_idle / 2);
   s.hub.ping_interval = prng.uniform_duration(D::from_s(1), ping_max);
+  // A third of the seeds linger over partial batches (up to three messages
+  // at this publish rate). Drawn from a stream of its own so that the draws
+  // above, and every seed that does not linger, stay as they were.
+  sim::Prng linger{sim::derive_seed(seed, "lease/swarm-stream-linger")};
+  if (linger.chance(Ratio{1, 3})) s.client.record_linger = linger.uniform_duration(D::from_ms(100), D::from_s(15));
 }
 
 // The lease-backed streaming presets; times are fractions of the run.

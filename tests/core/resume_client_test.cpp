@@ -136,6 +136,9 @@ TEST(ResumeClientConfig, DefaultsAreValidAndEachRejectionNamesTheField) {
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 0; }), "resume.record_batch_max (0) must be 1..99");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 100; }), "resume.record_batch_max (100) must be 1..99");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_batch_max = 99; }), "");
+  EXPECT_EQ(invalid([](ClientConfig& c) { c.record_linger = -1_ms; }), "resume.record_linger (-1ms) must be 0..30s");
+  EXPECT_EQ(invalid([](ClientConfig& c) { c.record_linger = 31_s; }), "resume.record_linger (31s) must be 0..30s");
+  EXPECT_EQ(invalid([](ClientConfig& c) { c.record_linger = 30_s; }), "");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_retry_base = 0_s; }),
             "resume.record_retry_base (0s) must be positive");
   EXPECT_EQ(invalid([](ClientConfig& c) { c.record_retry_cap = 100_ms; }),
@@ -180,6 +183,66 @@ TEST(ResumeClient, TheCursorOnlyAdvancesWhenABatchIsRecorded) {
   EXPECT_EQ(seqs(third), (std::vector<int64_t>{5, 6}));
   EXPECT_TRUE(all_of<Record>(h.recorded(third.batch)).empty());
   EXPECT_EQ(h.client().cursor(), (Position{1, 6}));
+}
+
+TEST(ResumeClient, APartialBatchLingersUntilItsOldestMessageHasWaitedAndAFullOneGoesAtOnce) {
+  ClientConfig config;
+  config.record_batch_max = 3;
+  config.record_linger = 2_s;
+  ClientHarness h{config};
+  h.start();
+  EXPECT_TRUE(all_of<Record>(h.frame(data(1, 1))).empty());  // nothing in flight, yet it waits
+  const Instant first_arrival = h.now();
+  h.advance(500_ms);
+  EXPECT_TRUE(all_of<Record>(h.frame(data(1, 2))).empty());
+  EXPECT_EQ(h.client().next_deadline(), first_arrival + 2_s);  // the oldest message's linger, not the newest's
+  const ClientActions flushed = h.fire_next();
+  EXPECT_EQ(h.now(), first_arrival + 2_s);
+  EXPECT_EQ(marks(flushed, "client.linger_flush"), 1);
+  const Record lingered = only_record(flushed);
+  EXPECT_EQ(seqs(lingered), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(lingered.previous, (Position{0, 0}));
+  // While it is in flight three more arrive: a full batch, sent as soon as
+  // the one in flight is recorded, without lingering.
+  for (int64_t seq = 3; seq <= 5; ++seq) EXPECT_TRUE(all_of<Record>(h.frame(data(1, seq))).empty());
+  const ClientActions after = h.recorded(lingered.batch);
+  EXPECT_EQ(marks(after, "client.linger_flush"), 0);
+  const Record full = only_record(after);
+  EXPECT_EQ(seqs(full), (std::vector<int64_t>{3, 4, 5}));
+  EXPECT_EQ(h.client().cursor(), (Position{1, 2}));
+  EXPECT_TRUE(all_of<Record>(h.recorded(full.batch)).empty());
+  EXPECT_EQ(h.client().cursor(), (Position{1, 5}));
+  EXPECT_EQ(h.client().next_deadline(), h.now() + config.hub_silence_timeout);  // nothing buffered: no linger deadline
+}
+
+TEST(ResumeClient, AMessageThatWaitedItsLingerWhileABatchWasInFlightGoesWhenThatBatchIsRecorded) {
+  ClientConfig config;
+  config.record_batch_max = 10;
+  config.record_linger = 1_s;
+  ClientHarness h{config};
+  h.start();
+  h.frame(data(1, 1));
+  const Record first = only_record(h.fire_next());
+  h.frame(data(1, 2));
+  h.advance(3_s);  // the record write is slow: message 2 has waited past its linger
+  const Record second = only_record(h.recorded(first.batch));
+  EXPECT_EQ(seqs(second), (std::vector<int64_t>{2}));
+}
+
+TEST(ResumeClient, AReconnectDropsTheLingeringBufferAndResumesAfterTheCursor) {
+  ClientConfig config;
+  config.record_linger = 5_s;
+  ClientHarness h{config, Position{1, 7}};
+  h.start();
+  h.frame(data(1, 8));
+  h.frame(data(1, 9));
+  h.closed(close_code::going_away);
+  const auto connects = all_of<Connect>(h.fire_next());  // the reconnect comes before the linger's end
+  ASSERT_EQ(connects.size(), 1u);
+  EXPECT_EQ(connects[0].subscribe.after, (Position{1, 7}));  // 8 and 9 were never recorded
+  EXPECT_TRUE(all_of<Record>(h.frame(data(1, 8))).empty());  // replayed, buffered again, not a duplicate
+  const Record record = only_record(h.fire_next());
+  EXPECT_EQ(seqs(record), (std::vector<int64_t>{8}));
 }
 
 TEST(ResumeClient, DuplicatesAtOrBelowTheCursorOrAlreadyHandedAreDropped) {

@@ -48,6 +48,11 @@ bool follows(Position last, Position next) {
   return last.epoch == 0 && last.seq == 0 && next.seq == 1;
 }
 
+// A cursor that lags further than this is replay a takeover pays for and a
+// hub ring must hold, and it must stay well inside the checkers' quiet end
+// (a minute with nothing published) to be recorded before the run ends.
+constexpr Duration kRecordLingerMax = Duration::from_s(30);
+
 }  // namespace
 
 std::string ClientConfig::validate() const {
@@ -73,6 +78,9 @@ std::string ClientConfig::validate() const {
   // TransactWriteItems takes at most 100 items, and one of them is the lease item.
   if (record_batch_max < 1 || record_batch_max > 99) {
     return fmt::format("resume.record_batch_max ({}) must be 1..99", record_batch_max);
+  }
+  if (record_linger.is_negative() || record_linger > kRecordLingerMax) {
+    return fmt::format("resume.record_linger ({}) must be 0..{}", record_linger, kRecordLingerMax);
   }
   if (window_update_bytes == 0) return "resume.window_update_bytes must be positive";
   if (!positive(hub_silence_timeout)) {
@@ -106,6 +114,7 @@ void ResumeClient::connect(Instant now, ClientActions& out) {
   // broken variant instead resumes after the last received (its cursor),
   // losing the buffer for good.
   buffer_.clear();
+  arrived_.clear();
   handed_ = cursor_;
   if (in_flight_) handed_ = later_of(handed_, in_flight_->through);
   connected_ = true;
@@ -153,13 +162,20 @@ void ResumeClient::on_frame(const HubFrame& frame, Instant now, ClientActions& o
   }
   if (!follows(floor, position)) out.push_back(ClientMark{"client.gap_without_reset"});
   buffer_.push_back(message);
+  arrived_.push_back(now);
   handed_ = position;
   if (config_.bug_cursor_on_receive) cursor_ = position;
-  maybe_record(out);
+  maybe_record(now, out);
 }
 
-void ResumeClient::maybe_record(ClientActions& out) {
-  if (in_flight_ || buffer_.empty()) return;
+Instant ResumeClient::linger_due() const {
+  if (in_flight_ || buffer_.empty()) return Instant::max();
+  if (buffer_.size() >= config_.record_batch_max) return arrived_.front();
+  return arrived_.front() + config_.record_linger;
+}
+
+void ResumeClient::maybe_record(Instant now, ClientActions& out) {
+  if (linger_due() > now) return;  // nothing to send, one in flight, or a partial batch still lingering
   // With nothing in flight, the last batch formed was recorded: it is the cursor.
   if (!config_.bug_cursor_on_receive) LP_ASSERT(batched_ == cursor_);
   Record record;
@@ -168,6 +184,7 @@ void ResumeClient::maybe_record(ClientActions& out) {
   const size_t count = std::min<size_t>(buffer_.size(), config_.record_batch_max);
   record.messages.assign(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(count));
   buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(count));
+  arrived_.erase(arrived_.begin(), arrived_.begin() + static_cast<std::ptrdiff_t>(count));
   record.through = position_of(record.messages.back());
   LP_ASSERT(before(record.previous, position_of(record.messages.front())));
   batched_ = record.through;
@@ -177,7 +194,6 @@ void ResumeClient::maybe_record(ClientActions& out) {
 }
 
 void ResumeClient::on_recorded(uint64_t batch, Instant now, ClientActions& out) {
-  (void)now;
   if (!in_flight_ || in_flight_->batch != batch) {
     // A second answer for a batch already settled (the first try and a retry both applied).
     out.push_back(ClientMark{"client.stale_record_reply"});
@@ -189,7 +205,7 @@ void ResumeClient::on_recorded(uint64_t batch, Instant now, ClientActions& out) 
   retry_at_ = Instant::max();
   record_failures_ = 0;
   attempt_ = 0;  // a session that made progress is healthy
-  maybe_record(out);
+  maybe_record(now, out);
 }
 
 void ResumeClient::on_record_failed(uint64_t batch, Instant now, ClientActions& out) {
@@ -256,6 +272,10 @@ void ResumeClient::on_timer(Instant now, ClientActions& out) {
     retry_at_ = Instant::max();
     out.push_back(*in_flight_);  // same batch id and contents: the sink write is idempotent
   }
+  if (!in_flight_ && !buffer_.empty() && linger_due() <= now) {
+    out.push_back(ClientMark{"client.linger_flush"});  // a partial batch waited its linger out
+    maybe_record(now, out);
+  }
   if (connected_ && last_frame_ + config_.hub_silence_timeout <= now) {
     out.push_back(ClientMark{"client.hub_silent"});
     out.push_back(CloseConnection{close_code::abnormal, "hub silent"});
@@ -265,7 +285,7 @@ void ResumeClient::on_timer(Instant now, ClientActions& out) {
 }
 
 Instant ResumeClient::next_deadline() const {
-  Instant deadline = in_flight_ ? retry_at_ : Instant::max();
+  Instant deadline = in_flight_ ? retry_at_ : linger_due();
   if (connected_) deadline = std::min(deadline, last_frame_ + config_.hub_silence_timeout);
   if (!connected_ && !given_up_) deadline = std::min(deadline, reconnect_at_);
   return deadline;

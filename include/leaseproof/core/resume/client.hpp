@@ -37,6 +37,13 @@ struct ClientConfig {
   // that reports compare against; never what production should run).
   bool jitter = true;
   uint32_t record_batch_max = 25;
+  // How long a partial batch may wait for more messages: with nothing in
+  // flight, fewer than record_batch_max buffered messages are sent once the
+  // oldest of them has waited this long (a full batch goes at once). Zero
+  // sends at once. A longer linger means fewer, larger sink writes (cost: one
+  // transaction per batch, not per message) and a cursor up to this much
+  // behind what was processed, i.e. that much more replay after a takeover.
+  Duration record_linger = Duration::zero();
   // A record write that failed (throttled, lost, conflicting) is sent again
   // after an exponential backoff with full jitter, as AWS advises for
   // throttling: uniform in [0, min(cap, base * 2^(failures - 1))], failures of
@@ -125,7 +132,9 @@ class ResumeClient {
  private:
   Duration full_jitter(Duration ceiling);
   void connect(Instant now, ClientActions& out);
-  void maybe_record(ClientActions& out);
+  void maybe_record(Instant now, ClientActions& out);
+  // When the buffered partial batch is due (linger); max when none waits.
+  Instant linger_due() const;
 
   ClientConfig config_;
   std::string channel_;
@@ -134,6 +143,7 @@ class ResumeClient {
   Position handed_;         // last message handed to the recorder or buffered
   Position batched_;        // `through` of the last batch formed (the next batch's `previous`)
   std::deque<Message> buffer_;  // received, not yet in a batch
+  std::deque<Instant> arrived_;  // when each message of buffer_ was received (same order)
   std::optional<Record> in_flight_;
   Instant retry_at_ = Instant::max();  // resend in_flight_ at
   uint64_t next_batch_ = 1;
