@@ -34,7 +34,9 @@ runs() {
 hash_of() {  # BIN ARGS...: the run's trace hash line
   local bin=$1
   shift
-  "$bin" run "$@" 2>&1 | grep -E '^trace hash' || echo "no trace hash (the run failed to start)"
+  local output
+  output=$("$bin" run "$@" 2>&1) || true  # a run that FAILs (exit 1) still has its hash
+  grep -E '^trace hash' <<<"$output" || echo "no trace hash (the run failed to start)"
 }
 
 differences=0
