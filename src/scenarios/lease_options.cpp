@@ -140,7 +140,8 @@ std::string LeaseScenarioOptions::describe() const {
         s.relay_idle ? format_duration(*s.relay_idle) : "-", s.hub.ring_messages_max, s.hub.ring_bytes_max,
         s.hub.replay_messages_max, s.hub.subscriber_queue_bytes_max, s.hub.ping_interval, s.hub.pong_timeout,
         s.hub.write_deadline, s.client.reconnect_base, s.client.reconnect_cap, s.client.jitter,
-        s.client.record_batch_max, s.client.record_linger, s.client.record_retry_base, s.client.record_retry_cap, s.keep_ring,
+        s.client.record_batch_max, s.client.record_linger, s.client.record_retry_base, s.client.record_retry_cap,
+        s.keep_ring,
         s.client.bug_cursor_on_receive ? " BROKEN-CLIENT" : "",
         s.hub.bug_skip_evicted_without_reset ? " BROKEN-HUB" : "");
     for (const Duration at : s.hub_crashes) text += fmt::format("\n  hub crash: at {} for {}", at, s.hub_down);
@@ -248,8 +249,8 @@ constexpr const char* kStreamFields[] = {
     "enabled", "record_mode", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
     "hub_down", "keep_ring", "mass_closes", "hub_slow", "cuts", "ring_messages", "ring_bytes", "replay_messages",
     "queue_bytes", "ping_interval", "pong_timeout", "write_deadline", "reconnect_base", "reconnect_cap", "jitter",
-    "record_batch", "record_linger", "record_retry_base", "record_retry_cap", "hub_silence_timeout", "broken_client", "broken_hub",
-    "crash_while_recording"};
+    "record_batch", "record_linger", "record_retry_base", "record_retry_cap", "hub_silence_timeout", "broken_client",
+    "broken_hub", "crash_while_recording"};
 
 // "" when every key of `json` is one of `fields`; else names the first other
 // one (after `prefix`) and lists what is allowed.

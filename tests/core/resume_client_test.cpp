@@ -185,10 +185,15 @@ TEST(ResumeClient, TheCursorOnlyAdvancesWhenABatchIsRecorded) {
   EXPECT_EQ(h.client().cursor(), (Position{1, 6}));
 }
 
-TEST(ResumeClient, APartialBatchLingersUntilItsOldestMessageHasWaitedAndAFullOneGoesAtOnce) {
+ClientConfig lingering(uint32_t record_batch_max, Duration record_linger) {
   ClientConfig config;
-  config.record_batch_max = 3;
-  config.record_linger = 2_s;
+  config.record_batch_max = record_batch_max;
+  config.record_linger = record_linger;
+  return config;
+}
+
+TEST(ResumeClient, APartialBatchLingersUntilItsOldestMessageHasWaitedAndAFullOneGoesAtOnce) {
+  const ClientConfig config = lingering(3, 2_s);
   ClientHarness h{config};
   h.start();
   EXPECT_TRUE(all_of<Record>(h.frame(data(1, 1))).empty());  // nothing in flight, yet it waits
@@ -216,9 +221,7 @@ TEST(ResumeClient, APartialBatchLingersUntilItsOldestMessageHasWaitedAndAFullOne
 }
 
 TEST(ResumeClient, AMessageThatWaitedItsLingerWhileABatchWasInFlightGoesWhenThatBatchIsRecorded) {
-  ClientConfig config;
-  config.record_batch_max = 10;
-  config.record_linger = 1_s;
+  const ClientConfig config = lingering(10, 1_s);
   ClientHarness h{config};
   h.start();
   h.frame(data(1, 1));

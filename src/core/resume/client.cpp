@@ -272,7 +272,7 @@ void ResumeClient::on_timer(Instant now, ClientActions& out) {
     retry_at_ = Instant::max();
     out.push_back(*in_flight_);  // same batch id and contents: the sink write is idempotent
   }
-  if (!in_flight_ && !buffer_.empty() && linger_due() <= now) {
+  if (linger_due() <= now) {
     out.push_back(ClientMark{"client.linger_flush"});  // a partial batch waited its linger out
     maybe_record(now, out);
   }
