@@ -17,8 +17,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
 #include <leaseproof/core/resume/client.hpp>
 #include <leaseproof/core/resume/hub.hpp>
@@ -140,8 +142,9 @@ class HubProcess final : public sim::Process {
   HubShared& shared_;
   sim::NodeContext* context_ = nullptr;
   std::optional<resume::Hub>& hub_;  // shared_.hub
-  std::map<ws::ConnectionId, Peer> peers_;
-  std::map<std::string, uint32_t, std::less<>> channel_subscribers_;
+  // Hashed: found on every frame, never walked.
+  std::unordered_map<ws::ConnectionId, Peer> peers_;
+  std::unordered_map<std::string, uint32_t, TextHash, std::equal_to<>> channel_subscribers_;
   uint64_t timer_ = 0;
   Instant timer_at_ = Instant::max();
 };

@@ -122,15 +122,27 @@ Hub::Hub(HubConfig config, uint64_t epoch) : config_(std::move(config)) {
 Hub::Hub(HubConfig config, RingState rings) : config_(std::move(config)), rings_(std::move(rings)) {
   LP_ASSERT_MSG(config_.validate().empty(), "invalid hub config: {}", config_.validate());
   LP_ASSERT_GE(rings_.epoch, 1u);
-  for (auto& [channel, ring] : rings_.channels) {
+  for (auto& [name, ring] : rings_.channels) {
     check_ring(ring, rings_.epoch);
     evict(ring, config_);  // the store may have been kept under larger bounds
+    channel(name).ring = &ring;
   }
 }
 
+Hub::Channel& Hub::channel(std::string_view name) {
+  auto it = channels_.find(name);
+  if (it == channels_.end()) it = channels_.emplace(std::string{name}, Channel{}).first;
+  return it->second;
+}
+
+const ChannelRing* Hub::find_ring(std::string_view name) const {
+  auto it = channels_.find(name);
+  return it == channels_.end() ? nullptr : it->second.ring;
+}
+
 int64_t Hub::top(std::string_view channel) const {
-  auto it = rings_.channels.find(channel);
-  return it == rings_.channels.end() ? 0 : it->second.top;
+  const ChannelRing* ring = find_ring(channel);
+  return ring == nullptr ? 0 : ring->top;
 }
 
 uint64_t Hub::queued_bytes(SubscriberId id) const {
@@ -138,22 +150,20 @@ uint64_t Hub::queued_bytes(SubscriberId id) const {
   return it == subscribers_.end() ? 0 : it->second.queued_bytes;
 }
 
-Message Hub::publish(std::string_view channel, uint32_t bytes, Instant now, HubActions& out) {
-  auto ring_it = rings_.channels.find(channel);
-  if (ring_it == rings_.channels.end()) ring_it = rings_.channels.emplace(std::string{channel}, ChannelRing{}).first;
-  ChannelRing& ring = ring_it->second;
+Message Hub::publish(std::string_view name, uint32_t bytes, Instant now, HubActions& out) {
+  Channel& target = channel(name);
+  if (target.ring == nullptr) target.ring = &rings_.channels.emplace(std::string{name}, ChannelRing{}).first->second;
+  ChannelRing& ring = *target.ring;
   const Message message{rings_.epoch, ring.top + 1, bytes};
   ring.top = message.seq;
   ring.messages.push_back(message);
   ring.bytes += bytes;
   evict(ring, config_);
 
-  auto subscribed = by_channel_.find(channel);
-  if (subscribed == by_channel_.end()) return message;
   // A copy: a subscriber whose queue is full is closed (and leaves the set)
   // while we walk it.
-  const std::vector<SubscriberId> ids(subscribed->second.begin(), subscribed->second.end());
-  for (const SubscriberId id : ids) {
+  publish_to_.assign(target.subscribers.begin(), target.subscribers.end());
+  for (const SubscriberId id : publish_to_) {
     auto it = subscribers_.find(id);
     LP_ASSERT(it != subscribers_.end());
     enqueue(id, it->second, Data{message}, now, out);
@@ -163,16 +173,16 @@ Message Hub::publish(std::string_view channel, uint32_t bytes, Instant now, HubA
 
 void Hub::subscribe(SubscriberId id, const Subscribe& request, Instant now, HubActions& out) {
   LP_ASSERT_MSG(!subscribers_.contains(id), "subscriber {} subscribed twice", id);
-  auto ring_it = rings_.channels.find(request.channel);
-  const ChannelRing* ring = ring_it == rings_.channels.end() ? nullptr : &ring_it->second;
+  Channel& subscribed = channel(request.channel);
+  const ChannelRing* ring = subscribed.ring;
   const int64_t top = ring == nullptr ? 0 : ring->top;
   const int64_t oldest = ring == nullptr ? 1 : oldest_seq(*ring);
   const ResumePlan plan = plan_resume(config_, rings_.epoch, oldest, top, request.after);
 
   Subscriber& subscriber = subscribers_[id];
-  subscriber.channel = request.channel;
+  subscriber.channel = &subscribed;
   subscriber.next_ping = now + config_.ping_interval;
-  by_channel_[request.channel].insert(id);
+  subscribed.subscribers.insert(id);
 
   if (plan.mark != nullptr) out.push_back(HubMark{plan.mark});
   if (plan.reset) enqueue(id, subscriber, *plan.reset, now, out);
@@ -182,7 +192,7 @@ void Hub::subscribe(SubscriberId id, const Subscribe& request, Instant now, HubA
     LP_ASSERT_EQ(message.seq, seq);
     if (!enqueue(id, subscriber, Data{message}, now, out)) return;  // closed: the queue is full
   }
-  touch(id);
+  touch(id, subscriber);
 }
 
 bool Hub::enqueue(SubscriberId id, Subscriber& subscriber, HubFrame frame, Instant now, HubActions& out) {
@@ -198,7 +208,7 @@ bool Hub::enqueue(SubscriberId id, Subscriber& subscriber, HubFrame frame, Insta
     subscriber.queue.push_back(Queued{bytes, now});
     subscriber.queued_bytes += bytes;
     LP_ASSERT_LE(subscriber.queued_bytes, config_.subscriber_queue_bytes_max);
-    if (was_empty) touch(id);  // the write deadline starts running
+    if (was_empty) touch(id, subscriber);  // the write deadline starts running
   }
   out.push_back(HubSend{id, std::move(frame)});
   return true;
@@ -235,17 +245,15 @@ void Hub::on_pong(SubscriberId id, const Pong& pong, Instant now, HubActions& ou
     while (answered != subscriber.unanswered.end() && answered->id <= pong.ping) ++answered;
     subscriber.unanswered.erase(subscriber.unanswered.begin(), answered);
   }
-  touch(id);
+  touch(id, subscriber);
 }
 
 void Hub::on_disconnect(SubscriberId id, Instant now) {
   (void)now;
   auto it = subscribers_.find(id);
   if (it == subscribers_.end()) return;
-  auto channel = by_channel_.find(it->second.channel);
-  LP_ASSERT(channel != by_channel_.end());
-  channel->second.erase(id);
-  if (channel->second.empty()) by_channel_.erase(channel);
+  const size_t erased = it->second.channel->subscribers.erase(id);
+  LP_ASSERT_EQ(erased, 1u);
   subscribers_.erase(it);  // its wakeups go stale and are dropped when they surface
 }
 
@@ -257,12 +265,13 @@ void Hub::close(SubscriberId id, uint16_t code, const char* reason, HubActions& 
 
 void Hub::close_all(uint16_t code, const char* reason, Instant now, HubActions& out) {
   (void)now;
-  const size_t count = subscribers_.size();
-  for (size_t closed = 0; !subscribers_.empty(); ++closed) {
-    LP_ASSERT_LT(closed, count);
-    close(subscribers_.begin()->first, code, reason, out);
-  }
-  LP_ASSERT(by_channel_.empty());
+  // In id order (subscribers_ is hashed): the close frames go out in it.
+  std::vector<SubscriberId> ids;
+  ids.reserve(subscribers_.size());
+  for (const auto& [id, subscriber] : subscribers_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (const SubscriberId id : ids) close(id, code, reason, out);
+  LP_ASSERT(subscribers_.empty());
 }
 
 Instant Hub::due_time(const Subscriber& subscriber) const {
@@ -276,8 +285,21 @@ Instant Hub::due_time(const Subscriber& subscriber) const {
 // entries may linger; they are dropped when they surface).
 void Hub::touch(SubscriberId id) {
   auto it = subscribers_.find(id);
-  if (it == subscribers_.end()) return;
-  wakeups_.emplace(due_time(it->second), id);
+  if (it != subscribers_.end()) touch(id, it->second);
+}
+
+void Hub::touch(SubscriberId id, Subscriber& subscriber) {
+  const Instant due = due_time(subscriber);
+  if (subscriber.queued_at == due) return;  // already queued (the queue would keep it once anyway)
+  subscriber.queued_at = due;
+  wakeups_.push({due, id});
+}
+
+void Hub::pop_wakeup() const {
+  const auto [at, id] = wakeups_.top();
+  auto it = subscribers_.find(id);
+  if (it != subscribers_.end() && it->second.queued_at == at) it->second.queued_at = Instant::max();
+  wakeups_.pop();
 }
 
 void Hub::process(SubscriberId id, Instant now, HubActions& out) {
@@ -303,17 +325,17 @@ void Hub::process(SubscriberId id, Instant now, HubActions& out) {
     subscriber.next_ping = now + config_.ping_interval;
     enqueue(id, subscriber, Ping{ping}, now, out);
   }
-  touch(id);
+  touch(id, subscriber);
 }
 
 void Hub::on_timer(Instant now, HubActions& out) {
   // Entries added while processing are all later than now (every due time is
   // now + a positive duration), so this visits each due entry once.
   const size_t bound = wakeups_.size();
-  for (size_t steps = 0; !wakeups_.empty() && wakeups_.begin()->first <= now; ++steps) {
+  for (size_t steps = 0; !wakeups_.empty() && wakeups_.top().first <= now; ++steps) {
     LP_ASSERT_LT(steps, bound);
-    const SubscriberId id = wakeups_.begin()->second;
-    wakeups_.erase(wakeups_.begin());
+    const SubscriberId id = wakeups_.top().second;
+    pop_wakeup();
     process(id, now, out);
   }
 }
@@ -322,10 +344,10 @@ Instant Hub::next_deadline() const {
   // Drop entries that later changes made stale (the subscriber is due later,
   // or gone); a fresher entry exists for the real due time.
   while (!wakeups_.empty()) {
-    const auto [at, id] = *wakeups_.begin();
+    const auto [at, id] = wakeups_.top();
     auto it = subscribers_.find(id);
     if (it != subscribers_.end() && at >= due_time(it->second)) return at;
-    wakeups_.erase(wakeups_.begin());
+    pop_wakeup();
   }
   return Instant::max();
 }

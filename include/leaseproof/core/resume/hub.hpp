@@ -27,11 +27,14 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/time.hpp>
+#include <leaseproof/base/wakeup_queue.hpp>
 #include <leaseproof/core/resume/protocol.hpp>
 
 namespace leaseproof::resume {
@@ -89,6 +92,11 @@ class Hub {
   Hub(HubConfig config, uint64_t epoch);
   // A hub restarted with its rings kept in a shared store: same epoch.
   Hub(HubConfig config, RingState rings);
+  // Its channel index points into its own rings: moved, never copied.
+  Hub(const Hub&) = delete;
+  Hub& operator=(const Hub&) = delete;
+  Hub(Hub&&) = default;
+  Hub& operator=(Hub&&) = default;
 
   // Appends the next message of `channel` and sends it to its subscribers.
   Message publish(std::string_view channel, uint32_t bytes, Instant now, HubActions& out);
@@ -121,8 +129,9 @@ class Hub {
     uint64_t id = 0;
     Instant sent;
   };
+  struct Channel;
   struct Subscriber {
-    std::string channel;
+    Channel* channel = nullptr;  // its entry in channels_ (node-based: the pointer stays valid)
     std::deque<Queued> queue;  // sent, not yet consumed; oldest first
     uint64_t queued_bytes = 0;
     // Pings sent and not yet answered, oldest first. A pong answers its ping
@@ -130,6 +139,15 @@ class Hub {
     // a ping interval, and the peer is cut a pong timeout after the oldest.
     std::vector<SentPing> unanswered;
     Instant next_ping;
+    // The due time of this subscriber's latest wakeup while that wakeup is
+    // queued (max otherwise): a touch with the same due time queues nothing.
+    // Mutable: next_deadline(), a const call, drops entries.
+    mutable Instant queued_at = Instant::max();
+  };
+  // A channel's ring (in rings_) and its subscribers, found by name once per publish.
+  struct Channel {
+    ChannelRing* ring = nullptr;          // null until something is published or kept
+    std::set<SubscriberId> subscribers;  // in id order: the order frames are sent in
   };
 
   // Sends `frame` through the subscriber's queue; false if it closed instead.
@@ -137,17 +155,26 @@ class Hub {
   void close(SubscriberId id, uint16_t code, const char* reason, HubActions& out);
   Instant due_time(const Subscriber& subscriber) const;
   void touch(SubscriberId id);
+  void touch(SubscriberId id, Subscriber& subscriber);
   // Whatever is due for one subscriber: pong timeout, write deadline, ping.
   void process(SubscriberId id, Instant now, HubActions& out);
+  // Removes the first wakeup (every copy of it) and notes that it is gone.
+  void pop_wakeup() const;
+  Channel& channel(std::string_view name);  // made on first use
+  const ChannelRing* find_ring(std::string_view name) const;
 
   HubConfig config_;
   RingState rings_;
-  std::map<SubscriberId, Subscriber> subscribers_;
-  std::map<std::string, std::set<SubscriberId>, LexLess> by_channel_;
+  // Hashed: found by id or name on every frame; nothing walks them in an
+  // order that shows (close_all sorts the ids it closes).
+  std::unordered_map<SubscriberId, Subscriber> subscribers_;
+  std::unordered_map<std::string, Channel, TextHash, std::equal_to<>> channels_;
+  std::vector<SubscriberId> publish_to_;  // publish's copy of a channel's subscribers (reused)
   uint64_t next_ping_id_ = 1;
   // Due times, as in the lease manager: entries made stale are dropped when
-  // they surface (next_deadline() drops them too, hence mutable).
-  mutable std::set<std::pair<Instant, SubscriberId>> wakeups_;
+  // they surface (next_deadline() drops them too, hence mutable). Observed
+  // through top() and pop(), the queue is the set of (due time, id) pairs.
+  mutable WakeupQueue<std::pair<Instant, SubscriberId>, std::less<>> wakeups_;
 };
 
 }  // namespace leaseproof::resume
