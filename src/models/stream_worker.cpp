@@ -86,12 +86,17 @@ void WorkerProcess::run_stream(const std::string& connection, Stream& stream, St
   resume::SessionActions actions;
   step(actions);
   apply_stream(connection, stream, actions);
-  const Instant next = stream.session->next_deadline();
-  if (next != Instant::max() && next != stream.queued_at) {
-    stream_wakeups_.emplace(next, connection);
-    stream.queued_at = next;
-  }
+  queue_stream_wakeup(connection, stream, stream.session->next_deadline());
   schedule_streams();
+}
+
+// Invariant: every stream with a deadline has a wakeup queued at or before it.
+// An entry that surfaces before its stream's deadline is moved to it, so the
+// streams run in (deadline, name) order, as if every change had re-queued.
+void WorkerProcess::queue_stream_wakeup(const std::string& connection, Stream& stream, Instant at) {
+  if (at >= stream.queued_at) return;  // also when `at` is Instant::max()
+  stream_wakeups_.push({at, connection});
+  stream.queued_at = at;
 }
 
 void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, resume::SessionActions& actions) {
@@ -157,12 +162,18 @@ void WorkerProcess::schedule_streams() {
   // Drop entries made stale by later changes (the stream is gone or now due
   // at another time); a fresher entry exists for the real due time.
   while (!stream_wakeups_.empty()) {
-    const auto& [at, connection] = *stream_wakeups_.begin();
+    const auto& [at, connection] = stream_wakeups_.top();
     const auto found = streams_.find(connection);
-    if (found != streams_.end() && found->second.session->next_deadline() == at) break;
-    pop_stream_wakeup(found != streams_.end() ? &found->second : nullptr);
+    if (found == streams_.end()) {
+      pop_stream_wakeup(nullptr);
+      continue;
+    }
+    const Instant due = found->second.session->next_deadline();
+    if (due == at) break;
+    pop_stream_wakeup(&found->second);
+    queue_stream_wakeup(found->first, found->second, due);  // later than `at`: the top is the earliest entry
   }
-  const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.begin()->first;
+  const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.top().first;
   if (next == stream_timer_at_) return;
   context_->cancel_timer(stream_timer_);
   stream_timer_at_ = next;
@@ -176,11 +187,16 @@ void WorkerProcess::schedule_streams() {
 void WorkerProcess::on_stream_timer() {
   expire_leases();
   const Instant now = context_->monotonic();
-  while (!stream_wakeups_.empty() && stream_wakeups_.begin()->first <= now) {
-    const std::string connection = stream_wakeups_.begin()->second;
+  while (!stream_wakeups_.empty() && stream_wakeups_.top().first <= now) {
+    const auto [at, connection] = stream_wakeups_.top();
     const auto found = streams_.find(connection);
     pop_stream_wakeup(found != streams_.end() ? &found->second : nullptr);
-    if (found == streams_.end() || found->second.session->next_deadline() > now) continue;
+    if (found == streams_.end()) continue;
+    const Instant due = found->second.session->next_deadline();
+    if (due != at) {
+      queue_stream_wakeup(found->first, found->second, due);  // runs at its own time and place in the order
+      continue;
+    }
     run_stream(connection, found->second,
                [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
   }
@@ -188,9 +204,8 @@ void WorkerProcess::on_stream_timer() {
 }
 
 void WorkerProcess::pop_stream_wakeup(Stream* stream) {
-  const auto first = stream_wakeups_.begin();
-  if (stream != nullptr && stream->queued_at == first->first) stream->queued_at = Instant::max();
-  stream_wakeups_.erase(first);
+  if (stream != nullptr && stream->queued_at == stream_wakeups_.top().first) stream->queued_at = Instant::max();
+  stream_wakeups_.pop();
 }
 
 }  // namespace leaseproof::models

@@ -29,12 +29,14 @@ void ExactlyOnceChecker::violation(std::string text) {
 }
 
 ExactlyOnceChecker::EpochState& ExactlyOnceChecker::epoch_state(std::string_view connection, uint64_t epoch) {
-  const std::pair<std::string_view, uint64_t> key{connection, epoch};
-  auto at = epochs_.lower_bound(key);
-  if (at == epochs_.end() || epochs_.key_comp()(key, at->first)) {
-    at = epochs_.emplace_hint(at, Key{std::string{connection}, epoch}, EpochState{});
+  auto found = epochs_by_connection_.find(connection);
+  if (found == epochs_by_connection_.end()) found = epochs_by_connection_.try_emplace(std::string{connection}).first;
+  for (const auto& [known, state] : found->second) {
+    if (known == epoch) return *state;
   }
-  return at->second;
+  EpochState& state = epochs_.emplace(Key{std::string{connection}, epoch}, EpochState{}).first->second;
+  found->second.emplace_back(epoch, &state);
+  return state;
 }
 
 void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
@@ -72,14 +74,14 @@ void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
   const int64_t after_seq = *numbers[1];
   const int64_t resume_seq = *numbers[3];
   if (after_epoch == resume_epoch) {
-    if (resume_seq > after_seq) epochs_[Key{connection, after_epoch}].excused.emplace_back(after_seq + 1, resume_seq);
+    if (resume_seq > after_seq) epoch_state(connection, after_epoch).excused.emplace_back(after_seq + 1, resume_seq);
     return;
   }
   // Another epoch: the rest of the old one, every epoch between, and the
   // new one up to the resume position are gone.
-  if (after_epoch != 0) epochs_[Key{connection, after_epoch}].excused.emplace_back(after_seq + 1, kAll);
+  if (after_epoch != 0) epoch_state(connection, after_epoch).excused.emplace_back(after_seq + 1, kAll);
   lost_epochs_[connection].emplace_back(after_epoch, resume_epoch);
-  if (resume_seq >= 1) epochs_[Key{connection, resume_epoch}].excused.emplace_back(1, resume_seq);
+  if (resume_seq >= 1) epoch_state(connection, resume_epoch).excused.emplace_back(1, resume_seq);
 }
 
 bool ExactlyOnceChecker::excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from,

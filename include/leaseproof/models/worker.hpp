@@ -14,6 +14,7 @@
 
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
+#include <leaseproof/base/wakeup_queue.hpp>
 #include <leaseproof/core/lease/manager.hpp>
 #include <leaseproof/core/resume/session.hpp>
 #include <leaseproof/models/sqs.hpp>
@@ -97,9 +98,10 @@ class WorkerProcess final : public sim::Process {
     ws::ConnectionId socket = 0;
     uint64_t received = 0;  // frames on the current socket
     uint64_t sent = 0;
-    // The due time of the wakeup this stream last queued while that entry is
-    // still queued (Instant::max() otherwise): queuing it again would change
-    // nothing, so run_stream skips it.
+    // The earliest wakeup this stream has queued, while it is queued
+    // (Instant::max() otherwise). Wakeups are re-armed lazily: a stream whose
+    // deadline moves later (every frame moves the hub-silence deadline) keeps
+    // its earlier entry, which is moved to the real deadline when it surfaces.
     Instant queued_at = Instant::max();
   };
   void open_stream(const lease::OpenSession& open);
@@ -111,6 +113,8 @@ class WorkerProcess final : public sim::Process {
   // Removes the first queued wakeup; `stream`, the stream it names (null:
   // gone), forgets it queued it.
   void pop_stream_wakeup(Stream* stream);
+  // Queues a wakeup at `at` unless one at or before it is queued already.
+  void queue_stream_wakeup(const std::string& connection, Stream& stream, Instant at);
   void schedule_streams();
   void on_stream_timer();
   void expire_leases();
@@ -136,7 +140,9 @@ class WorkerProcess final : public sim::Process {
       return a.first != b.first ? a.first < b.first : lex_compare(a.second, b.second) < 0;
     }
   };
-  std::set<std::pair<Instant, std::string>, StreamWakeupLess> stream_wakeups_;  // stale entries dropped when they surface
+  // Stale entries are dropped when they surface; observed through top() and
+  // pop(), the queue is the set of (due time, connection) pairs.
+  WakeupQueue<std::pair<Instant, std::string>, StreamWakeupLess> stream_wakeups_;
   uint64_t stream_timer_ = 0;
   Instant stream_timer_at_ = Instant::max();
   uint64_t stream_generation_ = 0;

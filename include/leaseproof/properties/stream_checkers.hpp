@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -60,8 +61,7 @@ class ExactlyOnceChecker {
     bool all_excused = false;                          // the whole epoch was declared lost
   };
   using Key = std::pair<std::string, uint64_t>;  // (connection, hub epoch)
-  // std::pair's order, looked up by (string_view, epoch): a message's note
-  // finds its epoch without building a key.
+  // std::pair's order, with the names compared inline.
   struct KeyLess {
     using is_transparent = void;
     template <typename A, typename B>
@@ -77,7 +77,11 @@ class ExactlyOnceChecker {
   void violation(std::string text);
 
   static constexpr size_t kViolationsKept = 20;
-  std::map<Key, EpochState, KeyLess> epochs_;
+  std::map<Key, EpochState, KeyLess> epochs_;  // walked in this order by the final check
+  // The same states found by connection, then among its few epochs: every
+  // publish and record note looks one up. Map nodes stay where they are.
+  std::unordered_map<std::string, std::vector<std::pair<uint64_t, EpochState*>>, TextHash, std::equal_to<>>
+      epochs_by_connection_;
   std::map<uint32_t, uint64_t> hub_epoch_;  // by hub node
   // Epochs declared lost per connection: (after epoch, resume epoch) ranges.
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>, std::less<>> lost_epochs_;
