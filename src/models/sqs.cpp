@@ -92,7 +92,8 @@ SqsSendReply SqsQueue::send(const SqsSendRequest& request, Instant now) {
 SqsReceiveReply SqsQueue::receive(const SqsReceiveRequest& request, Instant now) {
   SqsReceiveReply reply;
   if (request.messages_max == 0 || request.messages_max > options_.receive_messages_max ||
-      request.visibility_timeout.is_negative() || request.visibility_timeout > options_.visibility_timeout_max) {
+      request.visibility_timeout.is_negative() || request.visibility_timeout > options_.visibility_timeout_max ||
+      request.wait_time.is_negative() || request.wait_time > options_.receive_wait_max) {
     reply.error = SqsError::invalid_parameter;
     return reply;
   }
@@ -173,6 +174,14 @@ const SqsReceivedMessage* SqsQueue::find(uint64_t sequence_number) const {
   return found == messages_.end() ? nullptr : &found->second.message;
 }
 
+Instant SqsQueue::next_visible(Instant now) const {
+  Instant next = Instant::max();
+  for (const auto& [sequence_number, stored] : messages_) {
+    if (in_flight(stored, now)) next = std::min(next, stored.invisible_until);
+  }
+  return next;
+}
+
 // ---- SqsState -------------------------------------------------------------------
 
 bool SqsState::create_queue(const std::string& name, SqsQueueOptions options) {
@@ -198,12 +207,59 @@ void SqsNode::on_message(sim::NodeContext& context, const sim::Envelope& envelop
   const SqsRequest& request = envelope.message.as<SqsRequest>();
   SqsAnswer reply =
       std::visit([&](const auto& operation) -> SqsAnswer { return handle(context, operation); }, request.operation);
+  const auto* received = std::get_if<SqsReceiveReply>(&reply);
+  const auto* receive = std::get_if<SqsReceiveRequest>(&request.operation);
+  if (received != nullptr && received->error == SqsError::none && received->messages.empty() &&
+      receive->wait_time > Duration::zero()) {
+    held_.push_back(Held{envelope, context.monotonic() + receive->wait_time});
+    schedule_held(context);
+    return;
+  }
+  answer(context, envelope, std::move(reply));
+  // A send, a delete or a visibility change may have made messages receivable.
+  if (received == nullptr && !held_.empty()) serve_held(context);
+}
+
+void SqsNode::answer(sim::NodeContext& context, const sim::Envelope& request, SqsAnswer reply) {
   size_t bytes = kEnvelopeBytes;
   if (const auto* received = std::get_if<SqsReceiveReply>(&reply); received != nullptr) {
     for (const SqsReceivedMessage& message : received->messages) bytes += message.body.size();
   }
-  context.reply(envelope,
+  context.reply(request,
                 sim::Message{kReplyType, saturated_bytes(bytes), std::make_shared<SqsReply>(std::move(reply))});
+}
+
+void SqsNode::serve_held(sim::NodeContext& context) {
+  const Instant now = context.monotonic();
+  std::vector<Held> waiting;
+  waiting.swap(held_);
+  for (Held& held : waiting) {
+    const auto& receive = std::get<SqsReceiveRequest>(held.request.message.as<SqsRequest>().operation);
+    SqsReceiveReply reply = handle(context, receive);  // the queue exists: it did when the receive was held
+    if (reply.messages.empty() && now < held.until) {
+      held_.push_back(std::move(held));
+      continue;
+    }
+    answer(context, held.request, std::move(reply));
+  }
+  schedule_held(context);
+}
+
+void SqsNode::schedule_held(sim::NodeContext& context) {
+  Instant next = Instant::max();
+  for (const Held& held : held_) {
+    next = std::min(next, held.until);
+    const auto& receive = std::get<SqsReceiveRequest>(held.request.message.as<SqsRequest>().operation);
+    if (const SqsQueue* queue = state_.queue(receive.queue)) next = std::min(next, queue->next_visible(context.monotonic()));
+  }
+  if (next == held_timer_at_) return;
+  context.cancel_timer(held_timer_);
+  held_timer_at_ = next;
+  if (next == Instant::max()) return;
+  held_timer_ = context.set_timer(next - context.monotonic(), "sqs.wait", [this, &context] {
+    held_timer_at_ = Instant::max();
+    serve_held(context);
+  });
 }
 
 // Trace details: "<queue> <group> <deduplication id>" and an outcome, so that
@@ -319,8 +375,10 @@ uint64_t sqs_send(sim::NodeContext& context, NodeId sqs_node, std::string queue,
 }
 
 uint64_t sqs_receive(sim::NodeContext& context, NodeId sqs_node, std::string queue, uint32_t messages_max,
-                     Duration visibility_timeout, Duration timeout, SqsReceiveCallback on_reply) {
-  SqsRequest request{SqsReceiveRequest{std::move(queue), messages_max, visibility_timeout}};
+                     Duration visibility_timeout, Duration timeout, SqsReceiveCallback on_reply,
+                     Duration wait_time) {
+  LP_ASSERT_MSG(wait_time < timeout, "a long poll of {} needs a timeout longer than it ({})", wait_time, timeout);
+  SqsRequest request{SqsReceiveRequest{std::move(queue), messages_max, visibility_timeout, wait_time}};
   return call_sqs<SqsReceiveReply>(context, sqs_node, kReceiveType, kEnvelopeBytes, std::move(request), timeout,
                                    std::move(on_reply));
 }

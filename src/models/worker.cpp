@@ -138,13 +138,15 @@ void WorkerProcess::poll_releases(Duration wait) {
       return;
     }
     ++sqs_in_flight_;
+    const Duration long_poll = environment_.sqs_wait;
     sqs_receive(*context_, environment_.sqs, environment_.release_queue, std::min<uint32_t>(room, 10), kSqsVisibility,
-                environment_.sqs_timeout,
-                [this](const SqsReceiveReply* reply) {
+                long_poll + environment_.sqs_timeout,
+                [this, long_poll](const SqsReceiveReply* reply) {
                   --sqs_in_flight_;
-                  // A non-empty answer may have left more behind: ask again at
-                  // once (as SQS long polling would), else after the interval.
-                  const bool more = reply != nullptr && !reply->messages.empty();
+                  // A non-empty answer may have left more behind, and a long
+                  // poll's empty answer means its wait ran out: either way,
+                  // ask again at once. Otherwise after the interval.
+                  const bool more = reply != nullptr && (!reply->messages.empty() || long_poll > Duration::zero());
                   if (reply != nullptr) {
                     for (const SqsReceivedMessage& message : reply->messages) {
                       if (manager_->draining()) {
@@ -169,7 +171,8 @@ void WorkerProcess::poll_releases(Duration wait) {
                     return;
                   }
                   poll_releases(more ? Duration::zero() : environment_.sqs_poll_interval);
-                });
+                },
+                long_poll);
   });
 }
 

@@ -415,6 +415,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   environment.sqs = sqs;
   environment.upstream = upstream;
   environment.notify_releases = !seed_algorithm;
+  environment.sqs_wait = o.sqs_wait;
   if (o.stream.enabled) {
     streaming = start_streaming(world, o, store, environment);
     hub_shared = &streaming->hub;

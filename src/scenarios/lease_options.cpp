@@ -62,6 +62,9 @@ std::string LeaseScenarioOptions::validate() const {
                        latency, lease.request_timeout);
   }
   if (!loss.is_probability()) return fmt::format("loss ({}) must be a probability (at most 1)", loss);
+  if (sqs_wait.is_negative() || sqs_wait > Duration::from_s(20)) {
+    return fmt::format("sqs_wait ({}) must be 0..20s (SQS's longest receive wait)", sqs_wait);
+  }
   if (crash_every.is_negative()) return "crash_every must not be negative";
   if (restart_after.is_negative()) return "restart_after must not be negative";
   for (const auto* list : {&pauses, &partitions, &clock_steps}) {
@@ -112,11 +115,11 @@ std::string LeaseScenarioOptions::describe() const {
   std::string text = fmt::format(
       "algorithm={} expiry={} workers={} connections={} duration={} lease={} heartbeat={} reconcile={}(+{}) "
       "margin={} request_timeout={} skew_max={} fast_worker_offset={} drift_ppm_max={} latency={}+[0,{}] loss={} "
-      "crash_every={} restart_after={} throttle_wcu={} deploy_at={} autoscaler={} heal_at={}",
+      "sqs_wait={} crash_every={} restart_after={} throttle_wcu={} deploy_at={} autoscaler={} heal_at={}",
       lease::to_string(lease.algorithm), lease::to_string(lease.expiry_mode), workers, connections, duration,
       lease.lease_duration, lease.heartbeat_interval, lease.reconcile_interval, lease.reconcile_jitter_max,
       lease.safety_margin, lease.request_timeout, skew_max, fast_worker_offset, drift_ppm_max, latency, jitter, loss,
-      crash_every, restart_after, throttle_partition_wcu_per_s, deploy_at ? format_duration(*deploy_at) : "-",
+      sqs_wait, crash_every, restart_after, throttle_partition_wcu_per_s, deploy_at ? format_duration(*deploy_at) : "-",
       autoscaler, healed_at());
   for (const WorkerFault& f : pauses) text += fmt::format("\n  pause: worker {} at {} for {}", f.worker, f.at, f.length);
   for (const WorkerFault& f : partitions) {
@@ -242,7 +245,7 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
     "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
@@ -408,6 +411,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.duration("fast_worker_offset", options.fast_worker_offset) &&
                   r.integer("drift_ppm_max", options.drift_ppm_max, 0, 100'000) &&
                   r.duration("latency", options.latency) && r.duration("jitter", options.jitter) &&
+                  r.duration("sqs_wait", options.sqs_wait) &&
                   r.duration("crash_every", options.crash_every) &&
                   r.duration("restart_after", options.restart_after) && r.faults("pauses", options.pauses) &&
                   r.faults("partitions", options.partitions) && r.faults("clock_steps", options.clock_steps) &&
@@ -509,6 +513,7 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"latency", format_duration(o.latency)},
           {"jitter", format_duration(o.jitter)},
           {"loss", o.loss.numerator == 0 && o.loss.denominator == 1 ? std::string{"0"} : fmt::format("{}", o.loss)},
+          {"sqs_wait", format_duration(o.sqs_wait)},
           {"crash_every", format_duration(o.crash_every)},
           {"restart_after", format_duration(o.restart_after)},
           {"pauses", worker_faults_json(o.pauses)},

@@ -418,5 +418,143 @@ TEST_F(SqsChangeVisibilityTest, TraceNoteNamesTheMessageTheTimeoutAndTheOutcome)
   EXPECT_EQ(notes.back(), "sqs.change_visibility handover.fifo g d1 0s changed");
 }
 
+// Long polling (WaitTimeSeconds): a receive that finds nothing is held until
+// a message can be returned or its wait ends. Links take 10 ms each way.
+class SqsLongPollTest : public SqsTest {
+ protected:
+  struct Answer {
+    Instant at;  // true time the caller got it
+    bool timed_out = false;
+    SqsError error = SqsError::none;
+    std::vector<std::string> bodies;
+    std::vector<uint32_t> receive_counts;
+  };
+  // A receive at `delay` that waits up to `wait`; the caller gives up `wait` + 1 s after sending.
+  void long_poll_at(sim::NodeContext& c, Duration delay, Duration wait, uint32_t max = 10,
+                    Duration visibility = 30_s) {
+    c.set_timer(delay, "receive", [this, &c, wait, max, visibility] {
+      sqs_receive(
+          c, sqs, std::string{kQueue}, max, visibility, wait + 1_s,
+          [this](const SqsReceiveReply* reply) {
+            Answer answer;
+            answer.at = world.now();
+            answer.timed_out = reply == nullptr;
+            if (reply != nullptr) {
+              answer.error = reply->error;
+              for (const SqsReceivedMessage& m : reply->messages) {
+                answer.bodies.push_back(m.body);
+                answer.receive_counts.push_back(m.receive_count);
+                received.push_back(m);
+              }
+            }
+            answers.push_back(std::move(answer));
+          },
+          wait);
+    });
+  }
+  std::vector<Answer> answers;
+};
+
+TEST_F(SqsLongPollTest, AHeldReceiveIsAnsweredWhenAMessageIsSentNotBefore) {
+  add_client([this](sim::NodeContext& c) {
+    long_poll_at(c, 1_s, 10_s);
+    send_at(c, 4_s, "g", "d1", "m");
+  });
+  world.run_until(at(5_s));
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].bodies, std::vector<std::string>{"m"});
+  // The send reaches SQS at 4.01 s and the held receive's answer its caller at 4.02 s.
+  EXPECT_GE(answers[0].at, at(4_s));
+  EXPECT_LE(answers[0].at, at(4_s + 50_ms));
+}
+
+TEST_F(SqsLongPollTest, NothingToReturnIsAnsweredEmptyWhenTheWaitEndsAndAShortPollAtOnce) {
+  add_client([this](sim::NodeContext& c) {
+    long_poll_at(c, 1_s, 5_s);
+    long_poll_at(c, 2_s, Duration::zero());
+  });
+  world.run_until(at(8_s));
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_LE(answers[0].at, at(2_s + 21_ms));  // the short poll, first: one round trip
+  EXPECT_GE(answers[1].at, at(6_s));          // held from 1.01 s for 5 s of the SQS node's clock
+  EXPECT_LE(answers[1].at, at(6_s + 50_ms));
+  for (const Answer& answer : answers) {
+    EXPECT_FALSE(answer.timed_out);
+    EXPECT_EQ(answer.error, SqsError::none);
+    EXPECT_TRUE(answer.bodies.empty());
+  }
+}
+
+TEST_F(SqsLongPollTest, HeldReceivesAreServedOldestFirst) {
+  add_client([this](sim::NodeContext& c) { long_poll_at(c, 1_s, 10_s, 1); });
+  add_client([this](sim::NodeContext& c) {
+    long_poll_at(c, 2_s, 10_s, 1);
+    send_at(c, 3_s, "a", "a1", "first");
+    send_at(c, 4_s, "b", "b1", "second");
+  });
+  world.run_until(at(5_s));
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].bodies, std::vector<std::string>{"first"});  // the receive sent at 1 s
+  EXPECT_EQ(answers[1].bodies, std::vector<std::string>{"second"});
+  EXPECT_LT(answers[0].at, at(4_s));
+}
+
+TEST_F(SqsLongPollTest, AnExpiredVisibilityTimeoutServesAHeldReceive) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "m");
+    long_poll_at(c, 2_s, Duration::zero(), 1, 3_s);  // m in flight until 5.01 s
+    long_poll_at(c, 3_s, 10_s);
+  });
+  world.run_until(at(6_s));
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].bodies, std::vector<std::string>{"m"});
+  EXPECT_EQ(answers[1].receive_counts, std::vector<uint32_t>{2});
+  EXPECT_GE(answers[1].at, at(5_s));
+  EXPECT_LE(answers[1].at, at(5_s + 50_ms));
+}
+
+TEST_F(SqsLongPollTest, ADeleteThatFreesAGroupServesAHeldReceive) {
+  add_client([this](sim::NodeContext& c) {
+    send_at(c, 1_s, "g", "d1", "one");
+    send_at(c, 1_s + 100_ms, "g", "d2", "two");
+    long_poll_at(c, 2_s, Duration::zero(), 1);  // "one": the group is in flight
+    long_poll_at(c, 3_s, 10_s);                 // held: "two" waits behind "one"
+    c.set_timer(4_s, "delete", [this, &c] {
+      sqs_delete(c, sqs, std::string{kQueue}, received.at(0).receipt_handle, 1_s, [](const SqsDeleteReply*) {});
+    });
+  });
+  world.run_until(at(5_s));
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].bodies, std::vector<std::string>{"one"});
+  EXPECT_EQ(answers[1].bodies, std::vector<std::string>{"two"});
+  EXPECT_GE(answers[1].at, at(4_s));
+  EXPECT_LE(answers[1].at, at(4_s + 50_ms));
+}
+
+TEST_F(SqsLongPollTest, AWaitOverTwentySecondsIsRefusedAtOnce) {
+  add_client([this](sim::NodeContext& c) { long_poll_at(c, 1_s, 21_s); });
+  world.run_until(at(2_s));
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].error, SqsError::invalid_parameter);
+  EXPECT_LE(answers[0].at, at(1_s + 21_ms));  // one round trip: not held
+}
+
+TEST_F(SqsLongPollTest, ARestartLosesHeldReceivesTheirCallersTimeOutAndTheMessagesStayQueued) {
+  add_client([this](sim::NodeContext& c) {
+    long_poll_at(c, 1_s, 10_s);
+    send_at(c, 4_s, "g", "d1", "m");
+    long_poll_at(c, 13_s, 10_s);
+  });
+  world.at(at(2_s), [this] { world.crash(sqs); });
+  world.at(at(3_s), [this] { world.restart(sqs); });
+  world.run_until(at(14_s));
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_TRUE(answers[0].timed_out);  // 11 s after it was sent
+  EXPECT_GE(answers[0].at, at(12_s));
+  EXPECT_LE(answers[0].at, at(12_s + 1_ms));
+  EXPECT_EQ(answers[1].bodies, std::vector<std::string>{"m"});
+  EXPECT_EQ(answers[1].receive_counts, std::vector<uint32_t>{1});  // the lost receive took nothing
+}
+
 }  // namespace
 }  // namespace leaseproof::models

@@ -38,7 +38,15 @@
 //   deleted message with `message_not_in_flight`. Nothing changes on a refusal.
 // - A group is served only while none of its messages is in flight, whichever
 //   they are (a visibility change can put a later message in flight alone).
-// - Not modelled: long polling, dead-letter queues, retention expiry,
+// - Long polling: a receive with a wait time (WaitTimeSeconds, at most 20 s)
+//   that finds nothing to return is held by the node instead of answered
+//   empty. It is answered as soon as a message becomes receivable (a send; a
+//   delete, a visibility change or an expired visibility timeout that frees a
+//   group), or empty when its wait ends. Held receives are served oldest
+//   first. A restart of the node loses them: their callers time out (SQS
+//   gives no answer to a request it dropped), and what a lost receive would
+//   have taken stays in the queue.
+// - Not modelled: dead-letter queues, retention expiry,
 //   content-based deduplication (a deduplication id is required), per-second
 //   throughput limits, the 12-hour limit counted from the first receive.
 
@@ -78,6 +86,7 @@ struct SqsReceiptHandle {
 struct SqsQueueOptions {
   Duration deduplication_window = Duration::from_min(5);
   uint32_t receive_messages_max = 10;      // per ReceiveMessage call
+  Duration receive_wait_max = Duration::from_s(20);  // WaitTimeSeconds
   Duration visibility_timeout_max = Duration::from_h(12);
   uint32_t id_chars_max = 128;             // group id and deduplication id
   uint32_t body_bytes_max = 256 * 1024;
@@ -96,6 +105,7 @@ struct SqsReceiveRequest {
   std::string queue;
   uint32_t messages_max = 1;
   Duration visibility_timeout;
+  Duration wait_time = Duration::zero();  // zero: short polling (answer at once, maybe empty)
 };
 struct SqsDeleteRequest {
   std::string queue;
@@ -167,6 +177,8 @@ class SqsQueue {
   size_t in_flight_count(Instant now) const;
   // The stored message with this sequence number, or nullptr (deleted or never sent).
   const SqsReceivedMessage* find(uint64_t sequence_number) const;
+  // When the next in-flight message becomes visible again (Instant::max() if none is in flight).
+  Instant next_visible(Instant now) const;
 
  private:
   struct Stored {
@@ -213,13 +225,28 @@ class SqsNode final : public sim::Process {
   void on_start(sim::NodeContext& context) override;
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
 
+  size_t held_receives() const { return held_.size(); }
+
  private:
+  struct Held {
+    sim::Envelope request;  // a receive with a wait time that found nothing yet
+    Instant until;          // its wait ends (node's monotonic clock)
+  };
+  // Answers the held receives that now get messages, or whose wait ended,
+  // oldest first; then sets the timer for the next of either.
+  void serve_held(sim::NodeContext& context);
+  void schedule_held(sim::NodeContext& context);
+  void answer(sim::NodeContext& context, const sim::Envelope& request, SqsAnswer reply);
+
   SqsSendReply handle(sim::NodeContext& context, const SqsSendRequest& request);
   SqsReceiveReply handle(sim::NodeContext& context, const SqsReceiveRequest& request);
   SqsDeleteReply handle(sim::NodeContext& context, const SqsDeleteRequest& request);
   SqsChangeVisibilityReply handle(sim::NodeContext& context, const SqsChangeVisibilityRequest& request);
 
   SqsState& state_;
+  std::vector<Held> held_;  // arrival order
+  uint64_t held_timer_ = 0;
+  Instant held_timer_at_ = Instant::max();
 };
 
 // ---- client helpers -------------------------------------------------------------
@@ -233,8 +260,11 @@ using SqsChangeVisibilityCallback = std::function<void(const SqsChangeVisibility
 
 uint64_t sqs_send(sim::NodeContext& context, NodeId sqs_node, std::string queue, std::string group_id,
                   std::string deduplication_id, std::string body, Duration timeout, SqsSendCallback on_reply);
+// `wait_time` > 0: a long poll, answered when messages come or the wait ends;
+// `timeout` must then be longer than the wait (as an SDK's is).
 uint64_t sqs_receive(sim::NodeContext& context, NodeId sqs_node, std::string queue, uint32_t messages_max,
-                     Duration visibility_timeout, Duration timeout, SqsReceiveCallback on_reply);
+                     Duration visibility_timeout, Duration timeout, SqsReceiveCallback on_reply,
+                     Duration wait_time = Duration::zero());
 uint64_t sqs_delete(sim::NodeContext& context, NodeId sqs_node, std::string queue,
                     SqsReceiptHandle receipt_handle, Duration timeout, SqsDeleteCallback on_reply);
 uint64_t sqs_change_visibility(sim::NodeContext& context, NodeId sqs_node, std::string queue,

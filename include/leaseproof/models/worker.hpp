@@ -38,8 +38,14 @@ struct WorkerEnvironment {
   NodeId upstream;
   std::string release_queue = "releases";
   bool notify_releases = true;  // the seed algorithm does not use SQS
+  // Short polling (sqs_wait zero): a receive every interval, or at once after
+  // one that returned notices. Long polling: each receive waits up to
+  // sqs_wait for a notice and the next is sent when it is answered; the
+  // interval is then only the wait of a worker with no room, or after a
+  // receive that timed out.
   Duration sqs_poll_interval = Duration::from_ms(500);
-  Duration sqs_timeout = Duration::from_s(1);  // an SQS call's caller gives up after this
+  Duration sqs_wait = Duration::zero();
+  Duration sqs_timeout = Duration::from_s(1);  // an SQS call's caller gives up after this (beyond a receive's wait)
   std::optional<StreamEnvironment> stream;  // none: sessions are only announced to `upstream`
   // Fault sites the core reaches through its FaultHook, by name.
   std::map<std::string, sim::FaultSiteId, LexLess> fault_sites;

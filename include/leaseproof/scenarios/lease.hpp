@@ -78,6 +78,9 @@ struct LeaseScenarioOptions {
   Duration latency = Duration::from_ms(2);
   Duration jitter = Duration::from_ms(3);
   Ratio loss = Ratio::zero();
+  // Release notices: each worker's SQS receive waits up to this long for one
+  // (long polling; zero: short polling every 500 ms).
+  Duration sqs_wait = Duration::from_s(5);
   // Faults.
   Duration crash_every = Duration::zero();  // zero: no periodic crashes
   Duration restart_after = Duration::from_s(10);
