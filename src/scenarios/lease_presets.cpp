@@ -122,11 +122,6 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
     o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
   }
   swarm_stream(seed, o);
-  // Release notices: two thirds of the seeds long-poll SQS (waits of 1 to
-  // 20 s), a third short-poll. Drawn from a stream of its own so that the
-  // draws above, and every seed that short-polls, stay as they were.
-  sim::Prng polling{sim::derive_seed(seed, "lease/swarm-sqs-wait")};
-  o.sqs_wait = polling.chance(Ratio{1, 3}) ? D::zero() : polling.uniform_duration(D::from_s(1), D::from_s(20));
   return o;
 }
 

@@ -79,8 +79,9 @@ struct LeaseScenarioOptions {
   Duration jitter = Duration::from_ms(3);
   Ratio loss = Ratio::zero();
   // Release notices: each worker's SQS receive waits up to this long for one
-  // (long polling; zero: short polling every 500 ms).
-  Duration sqs_wait = Duration::from_s(5);
+  // (long polling). Zero, the default: short polling every 500 ms. Long
+  // polling is opt-in: docs/lease-core.md says what the swarm found with it.
+  Duration sqs_wait = Duration::zero();
   // Faults.
   Duration crash_every = Duration::zero();  // zero: no periodic crashes
   Duration restart_after = Duration::from_s(10);
