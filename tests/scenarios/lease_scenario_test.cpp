@@ -80,13 +80,15 @@ TEST(LeaseScenario, RollingDeployDrainsAndHandsOver) {
 // them for the 30 s visibility timeout and their handovers took 12 to 16 s,
 // beyond the graceful bound (3.5 s). Now a drained worker exits only once its
 // receive is answered, and hands the notices it will not act on back to the
-// queue (visibility 0).
+// queue (visibility 0). Since workers take back leases they stopped at their
+// deadline (lease.reclaim_after_deadline), this seed no longer meets that
+// race with short polling: the run stays as a regression, and the next test
+// makes the race happen (a long poll is held at SQS whenever a worker drains).
 TEST(LeaseScenario, ADrainingWorkerHandsReleaseNoticesBackToTheQueue) {
   const RunResult result = run("lease-swarm", 540, {{"fast_worker_offset", "3.9s"}, {"skew_max", "0s"}, {"drift_ppm_max", 0}},
                                10_min);
   EXPECT_TRUE(result.passed()) << first_violation(result);
-  EXPECT_GE(counter_or_zero(result, "mark.worker.exit_waits_for_sqs"), 1u);
-  EXPECT_GE(counter_or_zero(result, "mark.worker.release_notice_handed_back"), 10u);
+  EXPECT_GE(counter_or_zero(result, "mark.lease.drain"), 3u);  // the deploy's old workers drained
 }
 
 // With long polling (opt-in) every drained worker still has a receive
@@ -210,7 +212,8 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
                            "mark.lease.renew_timeout_reread", "mark.lease.renew_confirmed_by_read",
                            "mark.lease.deadline_stop", "mark.lease.drain", "mark.lease.takeover_expired",
                            "mark.lease.acquire_refused", "mark.lease.renew_throttled", "mark.lease.lost",
-                           "mark.lease.index_view_outdated", "mark.lease.renew_refused_reread"}) {
+                           "mark.lease.index_view_outdated", "mark.lease.renew_refused_reread",
+                           "mark.lease.reclaim_after_deadline"}) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);
@@ -253,9 +256,9 @@ TEST(LeaseScenario, AnSqsWaitBeyondWhatSqsAllowsIsRejected) {
 // an orphaned receive, the oldest held one: the next release notice goes to
 // it and stays hidden for the visibility timeout (30 s). Here worker-7, a new
 // task of a rolling deploy, crashes 40 ms after sending its first 13.7 s
-// receive; 9.5 s later the old tasks drain and c35's notice is served to that
-// receive; the watchers take c35 over 12.8 s after its release, beyond the
-// graceful bound (2.14 s). Short polling leaves a window of one round trip
+// receive; 9.5 s later the old tasks drain and a notice (c5's) is served to
+// that receive; the watchers take c5 over 11.9 s after its release, beyond
+// the graceful bound (2.14 s). Short polling leaves a window of one round trip
 // instead of the whole wait (the same seed passes with it). Found by the
 // capacity-11 deploy swarm of docs/scenarios.md.
 TEST(LeaseScenario, ACrashedWorkersHeldLongPollHidesTheNextReleaseNotice) {
@@ -264,9 +267,9 @@ TEST(LeaseScenario, ACrashedWorkersHeldLongPollHidesTheNextReleaseNotice) {
   long_polling["sqs_wait"] = "13.702474192s";
   const RunResult long_run = run("lease-swarm", 197, long_polling, 10_min);
   ASSERT_FALSE(long_run.passed());
-  EXPECT_NE(first_violation(long_run).find("connection c35 ownerless for 12.773034257s after graceful of worker-4#1"),
-            std::string::npos)
-      << first_violation(long_run);
+  const std::string violation = first_violation(long_run);
+  EXPECT_NE(violation.find("after graceful of"), std::string::npos) << violation;
+  EXPECT_NE(violation.find("beyond the bound release notice (SQS poll) 500ms"), std::string::npos) << violation;
   const RunResult short_run = run("lease-swarm", 197, deploy, 10_min);
   EXPECT_TRUE(short_run.passed()) << first_violation(short_run);
 }

@@ -214,6 +214,7 @@ void LeaseManager::process(Slot* slot, Clock now, Actions& out) {
       if (held.open) out.push_back(Mark{"lease.deadline_stop"});
       close(connection, held, CloseReason::deadline, out);
       drop_held(*slot);
+      if (!draining_) watch_to_reclaim(*slot, now);
     } else if (!draining_ && held.renew_token == 0 && held.read_token == 0 && held.next_renew <= now.monotonic) {
       renew(connection, held, now, out);
     }
@@ -223,6 +224,18 @@ void LeaseManager::process(Slot* slot, Clock now, Actions& out) {
     if (watch.token == 0 && watch.check_at <= now.monotonic) check_watch(connection, watch, now, out);
   }
   touch(slot);
+}
+
+void LeaseManager::watch_to_reclaim(Slot& target, Clock now) {
+  LP_ASSERT(!target.held.has_value());
+  if (!target.watch) {
+    target.watch.emplace();
+    ++watch_count_;
+  }
+  Watch& watch = *target.watch;
+  watch.reclaim = true;
+  watch.first_seen = now.monotonic;
+  if (watch.token == 0) watch.check_at = now.monotonic;  // touch() queues it
 }
 
 // A confirmation (acquire or renew) sent at `sent` is in: the lease is ours

@@ -273,6 +273,19 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
     drop_watch(pending.connection);
     return;
   }
+  if (watch->reclaim) {
+    watch->reclaim = false;
+    if (lease->desired_state == kStarted && lease->owner == worker_id_) {
+      // Still ours (the sweep's rule: "OR lease_owner = :me" under a new epoch).
+      out.push_back(Mark{"lease.reclaim_after_deadline"});
+      acquire(pending.connection, AcquireBasis{}, now, out);
+      if (!acquiring_.contains(pending.connection)) drop_watch(pending.connection);  // no room
+      return;
+    }
+    // Someone else's, or free: watched only as any lease is (by its watchers).
+    observe(*lease, now, out, !lease->owner.empty());
+    return;
+  }
   observe(*lease, now, out, false);
 }
 

@@ -139,6 +139,10 @@ class LeaseManager {
     Instant check_at = Instant::max();
     uint64_t token = 0;  // a read or acquire in flight
     uint64_t seen_round = 0;  // the last sweep round that showed this lease
+    // A lease this worker stopped acting on at its deadline: read it until a
+    // read gets through, and take it back at once if it is still ours (the
+    // sweep would, a reconcile interval later; nobody else may have room).
+    bool reclaim = false;
   };
   struct Pending {
     RequestKind kind;
@@ -230,6 +234,7 @@ class LeaseManager {
   void observe(const LeaseView& lease, Clock now, Actions& out, bool from_sweep);
   bool watches(const LeaseView& lease) const;
   void check_watch(const std::string& connection, Watch& watch, Clock now, Actions& out);
+  void watch_to_reclaim(Slot& target, Clock now);  // after a deadline stop (manager.cpp)
   void on_watch_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                      Actions& out);
   void start_sweep(Clock now, Actions& out);
