@@ -30,9 +30,14 @@ uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
 void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
   LP_ASSERT(envelope.expects_reply);
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
+  const uint64_t replays_before = store_.idempotent_replays();
   dynamo::Result<dynamo::Response> result = store_.apply(request, context.wall());
   // value = the request's message id: checkers join it with the caller's notes.
-  context.note(request_type(request), result.ok() ? "ok" : result.error().type, static_cast<int64_t>(envelope.id));
+  // A retried transaction answered from its token applied nothing now: it says
+  // so, so that no checker takes it for a write made at this instant.
+  std::string_view outcome = result.ok() ? std::string_view{"ok"} : std::string_view{result.error().type};
+  if (result.ok() && store_.idempotent_replays() != replays_before) outcome = kIdempotentReplay;
+  context.note(request_type(request), outcome, static_cast<int64_t>(envelope.id));
   const uint32_t bytes = reply_bytes(result);
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
 }

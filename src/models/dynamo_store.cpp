@@ -329,6 +329,8 @@ const std::map<std::string, TableAccounting, std::less<>>& DynamoStore::all_acco
   return state_->accounting;
 }
 
+uint64_t DynamoStore::idempotent_replays() const { return state_->idempotent_replays; }
+
 std::optional<dynamo::Item> DynamoStore::peek(std::string_view table, const dynamo::Item& key) const {
   State::TableState* found = state_->find_table(table);
   if (found == nullptr) return std::nullopt;

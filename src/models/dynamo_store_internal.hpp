@@ -389,6 +389,7 @@ struct DynamoStore::State {
   // transactions: hundreds of thousands), with the fingerprint of the payload
   // each came with. Looked up, and forgotten in order of arrival.
   ArrivalMap<store_detail::PayloadFingerprint> tokens;
+  uint64_t idempotent_replays = 0;  // TransactWriteItems answered from their token, every table
   uint64_t next_sequence = 0;
   // Parsed expressions reused across requests (pure memory: answers are the
   // same with or without it).

@@ -372,6 +372,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
       if (token->value != store_detail::fingerprint(request.transact_items)) return idempotent_mismatch();
       // A retry of a transaction that succeeded: success, nothing applied again.
       for (const std::string* name : touched) ++account(*name).idempotent_replays;
+      ++idempotent_replays;
       return dynamo::Response{dynamo::TransactWriteItemsResponse{}};
     }
   }

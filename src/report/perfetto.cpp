@@ -361,7 +361,7 @@ void PerfettoWriter::State::on_dynamodb(const TraceEvent& e) {
   const Track main = tracks.node_main(e.node);
   const std::string_view outcome = e.detail;
   count(main, "requests/s", e.true_time, e.label);
-  if (outcome != "ok") {
+  if (outcome != "ok" && outcome != "idempotent_replay") {  // a replay is a success (models::kIdempotentReplay)
     count(main, "errors/s", e.true_time, outcome);
     instant("dynamodb error", tracks.node_named(e.node, "errors"), fmt::format("{} {}", e.label, outcome), e.true_time,
             Args{}.add("request", e.value));

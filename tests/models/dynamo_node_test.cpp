@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <leaseproof/core/dynamo/codec.hpp>
@@ -100,6 +101,29 @@ TEST_F(DynamoNodeTest, LostReplyAfterTheWriteAppliedIsATimeoutButTheItemChanged)
   ASSERT_TRUE(peek("CONN#1").has_value());
   EXPECT_EQ(peek("CONN#1")->at("lease_owner"), AttributeValue::string("worker-a"));  // ...yet the write applied
   EXPECT_EQ(world_.trace().count_of(sim::EventKind::timeout), 1u);
+}
+
+// A retried TransactWriteItems answered from its ClientRequestToken is a
+// success that applies nothing now: its note says so (checkers must not take
+// it for a write at that instant: a lease may have moved on since the first
+// attempt, which applied).
+TEST_F(DynamoNodeTest, ATransactionRetryAnsweredFromItsTokenIsNotedAsAReplay) {
+  std::vector<std::string> outcomes;
+  world_.trace().add_observer([&outcomes](const sim::TraceEvent& e) {
+    if (e.kind == sim::EventKind::note && e.label == "TransactWriteItems") outcomes.emplace_back(e.detail);
+  });
+  constexpr std::string_view kTransact = R"J({"ClientRequestToken":"record-c1-1-5","TransactItems":[
+      {"Update":{"TableName":"connections","Key":{"pk":{"S":"CONN#1"}},"UpdateExpression":"SET last_seq = :s",
+                 "ExpressionAttributeValues":{":s":{"N":"5"}}}}]})J";
+  add_client({{0_s, request("DynamoDB_20120810.CreateTable", kCreate)},
+              {0_s, request("DynamoDB_20120810.TransactWriteItems", kTransact)},
+              {1_s, request("DynamoDB_20120810.TransactWriteItems", kTransact)}});
+  world_.run_until(Instant::zero() + 5_s);
+  ASSERT_EQ(results_.size(), 3u);
+  ASSERT_TRUE(results_[2].has_value());
+  EXPECT_TRUE(results_[2]->ok());  // the caller sees the success it missed
+  EXPECT_EQ(outcomes, (std::vector<std::string>{"ok", std::string{kIdempotentReplay}}));
+  EXPECT_EQ(store_.idempotent_replays(), 1u);
 }
 
 class DynamoNodeThrottlingTest : public DynamoNodeTest {

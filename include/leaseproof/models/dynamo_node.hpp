@@ -8,12 +8,18 @@
 // restart of the node (an outage) never loses a table.
 
 #include <functional>
+#include <string_view>
 
 #include <leaseproof/core/dynamo/types.hpp>
 #include <leaseproof/models/dynamo_store.hpp>
 #include <leaseproof/sim/world.hpp>
 
 namespace leaseproof::models {
+
+// The detail of the node's note for a TransactWriteItems retry answered from
+// its ClientRequestToken: success, and nothing applied at this instant (the
+// first attempt was). Every other success notes "ok".
+inline constexpr std::string_view kIdempotentReplay = "idempotent_replay";
 
 struct DynamoRequestPayload final : sim::Payload {
   explicit DynamoRequestPayload(dynamo::Request r) : request(std::move(r)) {}

@@ -126,6 +126,9 @@ class DynamoStore {
   const TableAccounting& accounting(std::string_view table) const;
   // Every table's counters, by table name.
   const std::map<std::string, TableAccounting, std::less<>>& all_accounting() const;
+  // TransactWriteItems answered from their ClientRequestToken (a retry of
+  // one that succeeded: success, nothing applied again), over all tables.
+  uint64_t idempotent_replays() const;
 
   // Test and debug access: the latest version of an item (strongly
   // consistent, no capacity consumed, nothing counted).
