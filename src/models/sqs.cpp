@@ -247,10 +247,14 @@ void SqsNode::serve_held(sim::NodeContext& context) {
 
 void SqsNode::schedule_held(sim::NodeContext& context) {
   Instant next = Instant::max();
+  const SqsQueue* scanned = nullptr;  // held receives are of one queue here: scan it once
   for (const Held& held : held_) {
     next = std::min(next, held.until);
     const auto& receive = std::get<SqsReceiveRequest>(held.request.message.as<SqsRequest>().operation);
-    if (const SqsQueue* queue = state_.queue(receive.queue)) next = std::min(next, queue->next_visible(context.monotonic()));
+    const SqsQueue* queue = state_.queue(receive.queue);
+    if (queue == nullptr || queue == scanned) continue;
+    scanned = queue;
+    next = std::min(next, queue->next_visible(context.monotonic()));
   }
   if (next == held_timer_at_) return;
   context.cancel_timer(held_timer_);

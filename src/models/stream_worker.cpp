@@ -159,8 +159,8 @@ void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, 
 }
 
 void WorkerProcess::schedule_streams() {
-  // Drop entries made stale by later changes (the stream is gone or now due
-  // at another time); a fresher entry exists for the real due time.
+  // Drop entries of streams that are gone, and move entries that surface
+  // before their stream's deadline to it (wakeups are re-armed lazily).
   while (!stream_wakeups_.empty()) {
     const auto& [at, connection] = stream_wakeups_.top();
     const auto found = streams_.find(connection);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/models/dynamo_node.hpp>
 #include <leaseproof/report/perfetto.hpp>
 #include <limits>
 #include <optional>
@@ -361,7 +362,7 @@ void PerfettoWriter::State::on_dynamodb(const TraceEvent& e) {
   const Track main = tracks.node_main(e.node);
   const std::string_view outcome = e.detail;
   count(main, "requests/s", e.true_time, e.label);
-  if (outcome != "ok" && outcome != "idempotent_replay") {  // a replay is a success (models::kIdempotentReplay)
+  if (outcome != "ok" && outcome != models::kIdempotentReplay) {  // a replay is a success
     count(main, "errors/s", e.true_time, outcome);
     instant("dynamodb error", tracks.node_named(e.node, "errors"), fmt::format("{} {}", e.label, outcome), e.true_time,
             Args{}.add("request", e.value));

@@ -283,11 +283,6 @@ Instant Hub::due_time(const Subscriber& subscriber) const {
 
 // Invariant: every subscriber has a wakeup at exactly its due time (older
 // entries may linger; they are dropped when they surface).
-void Hub::touch(SubscriberId id) {
-  auto it = subscribers_.find(id);
-  if (it != subscribers_.end()) touch(id, it->second);
-}
-
 void Hub::touch(SubscriberId id, Subscriber& subscriber) {
   const Instant due = due_time(subscriber);
   if (subscriber.queued_at == due) return;  // already queued (the queue would keep it once anyway)

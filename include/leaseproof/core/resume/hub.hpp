@@ -154,7 +154,6 @@ class Hub {
   bool enqueue(SubscriberId id, Subscriber& subscriber, HubFrame frame, Instant now, HubActions& out);
   void close(SubscriberId id, uint16_t code, const char* reason, HubActions& out);
   Instant due_time(const Subscriber& subscriber) const;
-  void touch(SubscriberId id);
   void touch(SubscriberId id, Subscriber& subscriber);
   // Whatever is due for one subscriber: pong timeout, write deadline, ping.
   void process(SubscriberId id, Instant now, HubActions& out);
