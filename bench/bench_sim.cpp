@@ -96,6 +96,19 @@ void BM_TraceHashPerEvent(benchmark::State& state) {
 }
 BENCHMARK(BM_TraceHashPerEvent);
 
+// What the simulation's thread pays an event when the checkers run in the
+// background (encoding it into a chunk; no checker attached).
+void BM_TraceBackgroundPushPerEvent(benchmark::State& state) {
+  Trace trace;
+  trace.start_background();
+  uint64_t i = 0;
+  for (auto _ : state) trace.record(typical_event(++i));
+  trace.finish_background();
+  benchmark::DoNotOptimize(trace.hash());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_TraceBackgroundPushPerEvent);
+
 // The cost when --trace asks for JSON lines (formatting, no file I/O).
 void BM_TraceJsonLinePerEvent(benchmark::State& state) {
   Trace trace;
@@ -128,16 +141,19 @@ BENCHMARK(BM_KernelScenarioTenMinutes)->Unit(benchmark::kMillisecond);
 // The lease issue's reference fleet: 10 workers, 500 connections, lease 20 s,
 // heartbeat 5 s, reconcile 60 s, a crash every 10 minutes, 1 simulated hour.
 // Items = simulated seconds, so items/s is the speed-up over real time.
+// Argument 1: the checkers on a thread of their own, as `leaseproof run`
+// has them; 0: inline, as the commands that run many seeds have them.
 void BM_LeaseReferenceFleetOneHour(benchmark::State& state) {
   for (auto _ : state) {
     scenarios::RunConfig config;
     config.seed = 1;
+    config.background_checks = state.range(0) != 0;
     const scenarios::RunResult result = scenarios::find_scenario("lease-crash")->run(config);
     if (!result.passed()) state.SkipWithError("the reference fleet failed its checks");
   }
   state.SetItemsProcessed(state.iterations() * 3600);
 }
-BENCHMARK(BM_LeaseReferenceFleetOneHour)->Unit(benchmark::kSecond)->Iterations(1);
+BENCHMARK(BM_LeaseReferenceFleetOneHour)->ArgName("background")->Arg(0)->Arg(1)->Unit(benchmark::kSecond)->Iterations(1);
 
 // One seed of the swarm (3-5 workers, 50 connections, 10 simulated minutes):
 // what the CI gate pays per seed.

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <thread>
 #include <vector>
 #include <charconv>
@@ -33,17 +34,18 @@ using leaseproof::Duration;
 namespace scenarios = leaseproof::scenarios;
 using namespace leaseproof::cli;  // the command helpers (cli_common.hpp)
 
-void print_result(const scenarios::RunResult& result, double wall_seconds) {
+void print_result(const scenarios::RunResult& result, double wall_seconds, double cpu_seconds) {
   fmt::print("options: {}\n", result.options);
   std::string counters;
   for (const auto& [name, value] : result.counters) counters += fmt::format(" {}={}", name, value);
   fmt::print("counters:{}\n", counters);
   if (!result.summary.empty()) fmt::print("{}\n", result.summary);
   const double simulated = static_cast<double>(result.duration.ns()) / 1e9;
-  fmt::print("events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   events/s: {:.0f}   speed-up: {:.0f}x\n",
-             result.events, result.scheduler_events, leaseproof::format_duration(result.duration), wall_seconds,
-             static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9),
-             simulated / std::max(wall_seconds, 1e-9));
+  fmt::print(
+      "events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   cpu: {:.3f} s   events/s: {:.0f}   "
+      "speed-up: {:.0f}x\n",
+      result.events, result.scheduler_events, leaseproof::format_duration(result.duration), wall_seconds, cpu_seconds,
+      static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9), simulated / std::max(wall_seconds, 1e-9));
   constexpr size_t kShown = 10;
   for (size_t i = 0; i < result.violations.size() && i < kShown; ++i) fmt::print("violation: {}\n", result.violations[i]);
   if (result.violations.size() > kShown) fmt::print("... and {} more violations\n", result.violations.size() - kShown);
@@ -53,8 +55,9 @@ void print_result(const scenarios::RunResult& result, double wall_seconds) {
 }
 
 
-int run_command(const RunArgs& args) {
+int run_command(const RunArgs& args, bool inline_checks) {
   auto [scenario_found, config] = resolve_run_args(args);
+  config.background_checks = !inline_checks && std::thread::hardware_concurrency() >= 2;
   const scenarios::Scenario& scenario = *scenario_found;
   // The trace goes to a temporary file, renamed into place only when the run
   // completed: a reader never sees half a trace under the requested name.
@@ -71,8 +74,10 @@ int run_command(const RunArgs& args) {
              leaseproof::format_duration(*config.duration));
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   scenarios::RunResult result = scenario.run(config);
   const double wall_seconds = seconds_since(start);
+  const double cpu_seconds = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   if (!args.trace_path.empty()) {
     trace_file.close();
     if (!trace_file) {
@@ -84,7 +89,7 @@ int run_command(const RunArgs& args) {
     fmt::print("trace: {} ({} events, JSON lines; format in docs/trace-format.md)\n", args.trace_path, result.events);
   }
   if (perfetto && !leaseproof::cli::commit_perfetto(*perfetto, result)) return kExitFailed;
-  print_result(result, wall_seconds);
+  print_result(result, wall_seconds, cpu_seconds);
   return result.passed() ? 0 : kExitFailed;
 }
 
@@ -247,6 +252,10 @@ int main(int argc, char** argv) {
   add_run_flags(run, run_args);
   run->add_option("--trace", run_args.trace_path, "Write every event as JSON lines to FILE (docs/trace-format.md)")
       ->type_name("FILE");
+  bool inline_checks = false;
+  run->add_flag("--inline-checks", inline_checks,
+                "Run the checkers and the trace hash on the simulation's thread (default: on a second thread when "
+                "the machine has two cores; the result is the same)");
   run->add_option("--perfetto", run_args.perfetto_path,
                   "Write the run as a Perfetto trace (JSON) to FILE, for https://ui.perfetto.dev (docs/perfetto.md)")
       ->type_name("FILE");
@@ -320,7 +329,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
-    if (run->parsed()) return run_command(run_args);
+    if (run->parsed()) return run_command(run_args, inline_checks);
     if (timeline->parsed()) return timeline_command(timeline_args);
     if (det->parsed()) return check_determinism_command(det_args);
     if (list->parsed()) return list_scenarios();

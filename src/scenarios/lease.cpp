@@ -26,6 +26,26 @@
 namespace leaseproof::scenarios {
 namespace {
 
+// The checkers' thread of one run (RunConfig::background_checks): started
+// just before the world runs, so that everything set up before sees the
+// checkers as they are built, and finished before anything reads them.
+// Declared after every checker, it is gone before any of them.
+class BackgroundChecks {
+ public:
+  BackgroundChecks(sim::Trace& trace, const RunConfig& config) : trace_(trace) {
+    if (config.background_checks && config.trace_jsonl == nullptr && !config.keep_digests && !config.keep_lines) {
+      trace_.start_background();
+    }
+  }
+  ~BackgroundChecks() { finish(); }
+  BackgroundChecks(const BackgroundChecks&) = delete;
+  BackgroundChecks& operator=(const BackgroundChecks&) = delete;
+  void finish() { trace_.finish_background(); }
+
+ private:
+  sim::Trace& trace_;
+};
+
 using models::WorkerProcess;
 
 // The fleet: worker nodes, started and stopped by faults, deploys and the
@@ -306,15 +326,16 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
     LP_ASSERT_MSG(hash != std::string::npos, "sink key '{}'", key);
     const auto epoch = std::stoull(key.substr(hash + 1));
     const auto seq = std::stoll(new_item->at("seq").text());
-    checker->on_sink_write(std::string_view{key}.substr(0, hash), epoch, seq, old_item != nullptr, world.now());
+    world.trace().post([checker, connection = key.substr(0, hash), epoch, seq, replaced = old_item != nullptr,
+                        now = world.now()] { checker->on_sink_write(connection, epoch, seq, replaced, now); });
   });
   streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
-      [&world](NodeId node) { return std::string{world.node_name(node)}; },
+      [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; },
       // The hub times out the first ping left unanswered, sent at most a ping
       // interval after the death (or the session's open): the network adds
       // nothing. 500 ms of slack covers the hub clock's rate error.
       s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(500));
-  world.trace().add_observer([checker = streaming.get()](const sim::TraceEvent& e) {
+  world.trace().add_checker([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
     checker->dead_peers->observe(e);
   });
@@ -362,10 +383,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   sim::World world{config.seed};
   configure_trace(world, config);
   properties::SimInvariants invariants;
-  world.trace().add_observer([&invariants](const sim::TraceEvent& e) { invariants.observe(e); });
+  world.trace().add_checker([&invariants](const sim::TraceEvent& e) { invariants.observe(e); });
   const std::map<GapCause, RecoveryBound> bounds = recovery_bounds(options);
-  properties::LeaseCheckers checkers{[&world](NodeId node) { return std::string{world.node_name(node)}; }, bounds};
-  world.trace().add_observer([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
+  properties::LeaseCheckers checkers{
+      [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
+  world.trace().add_checker([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
   if (options.throttle_partition_wcu_per_s > 0) {
     checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
   }
@@ -380,7 +402,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     if (it == counts.end()) it = counts.emplace(std::string{key}, 0).first;
     ++it->second;
   };
-  world.trace().add_observer([&marks, &notes, &count](const sim::TraceEvent& e) {
+  world.trace().add_checker([&marks, &notes, &count](const sim::TraceEvent& e) {
     if (e.kind != sim::EventKind::note) return;
     if (e.label == "mark") {
       count(marks, e.detail);
@@ -459,8 +481,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     world.faults().heal();
   });
   if (config.before_run) config.before_run(world);
+  BackgroundChecks background{world.trace(), config};
   world.run_until(Instant::zero() + o.duration);
   if (autoscaler) autoscaler->stop();
+  background.finish();
 
   RunResult result = world_result(world, config, o.duration, o.describe());
   const Instant end = Instant::zero() + o.duration;

@@ -315,6 +315,39 @@ TEST(LeaseScenario, LatencyNoReplyCouldBeatIsRejected) {
   EXPECT_EQ(find_scenario("lease-steady")->validate(config), "");
 }
 
+// The checkers on a thread of their own (the CLI's `run`) see what they see
+// inline: the same hash, violations, figures and counters, for a run that
+// passes, one that fails (violation texts name workers through the checkers'
+// copy of the node names), a swarm mix, and an autoscaled fleet whose nodes
+// are added while it runs.
+TEST(LeaseScenario, CheckersInTheBackgroundReportWhatTheyReportInline) {
+  struct Case {
+    const char* scenario;
+    uint64_t seed;
+    json parameters;
+    Duration duration;
+  };
+  const Case cases[] = {
+      {"lease-crash", 11, small(), 12_min},
+      {"lease-steady", 1, {{"algorithm", "seed"}, {"fast_worker_offset", "16s"}}, 5_min},
+      {"lease-swarm", 7, json::object(), 5_min},
+      {"lease-scale", 3, json::object(), 10_min},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scenario);
+    const RunResult inline_checks = run(c.scenario, c.seed, c.parameters, c.duration);
+    const RunResult background = run(c.scenario, c.seed, c.parameters, c.duration, true);
+    test::expect_same_result(inline_checks, background);
+    EXPECT_GT(counter_or_zero(background, "lease.open"), 0u);
+    if (std::string_view{c.scenario} == "lease-steady") {
+      EXPECT_FALSE(background.passed());
+    }
+    if (std::string_view{c.scenario} == "lease-scale") {
+      EXPECT_GT(counter_or_zero(background, "autoscaler.scale_out"), 0u);
+    }
+  }
+}
+
 TEST(LeaseScenario, SameSeedSameTrace) {
   const RunResult a = run("lease-swarm", 9, json::object(), 5_min);
   const RunResult b = run("lease-swarm", 9, json::object(), 5_min);

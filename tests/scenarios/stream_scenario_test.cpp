@@ -175,6 +175,19 @@ TEST(StreamBroken, AHubThatSkipsEvictedMessagesWithoutAResetIsCaught) {
   EXPECT_GT(count(correct, "stream.reset.evicted"), 0u);
 }
 
+// The exactly-once checker in the background: the sink writes reach it in
+// order with the events (Trace::post), so it finds what it finds inline,
+// through cuts, hub restarts and workers crashing mid-record.
+TEST(StreamScenario, CheckersInTheBackgroundReportWhatTheyReportInline) {
+  for (const char* scenario : {"stream-cuts", "stream-hub-restart", "stream-crash-recording"}) {
+    SCOPED_TRACE(scenario);
+    const RunResult inline_checks = run(scenario, 5);
+    const RunResult background = run(scenario, 5, json::object(), std::nullopt, true);
+    test::expect_same_result(inline_checks, background);
+    EXPECT_GT(test::counter_or_zero(background, "stream.recorded"), 0u);
+  }
+}
+
 TEST(StreamScenario, BadStreamParametersNameTheField) {
   const Scenario* scenario = find_scenario("stream-steady");
   RunConfig config;

@@ -3,6 +3,9 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <leaseproof/sim/trace.hpp>
 
@@ -116,6 +119,91 @@ TEST(Trace, WritesOneJsonLinePerEventAndKeepsDigests) {
   EXPECT_EQ(trace.digests().back(), trace.hash());
   EXPECT_EQ(trace.count_of(EventKind::send), 1u);
   EXPECT_EQ(format_hash(0xABCULL), "0x0000000000000abc");
+}
+
+// What one checker saw, in order: every field, the text, the posted tasks
+// and the node names as the checkers know them.
+struct Seen {
+  std::vector<std::string> lines;
+  void event(const Trace& trace, const TraceEvent& e) {
+    lines.push_back(fmt::format("{} {} {} {} {} {} {} {} [{}] [{}] {}", static_cast<int>(e.kind), e.true_time.ns(),
+                                e.node.value, e.wall.ns(), e.monotonic.ns(), e.peer.value, e.id, e.value, e.label,
+                                e.detail, trace.checker_node_name(e.node)));
+  }
+};
+
+// Feeds a trace enough events to fill more chunks than the checkers' thread
+// keeps (so the simulation's side waits for chunks to come back), with text
+// of every length, tasks between events and nodes named on the way.
+// Fields take extreme values too (times going back, no node, the largest
+// ids), labels come as the same text at new addresses and as more distinct
+// texts than travel by number, details of every length up to 5,000 bytes.
+void feed(Trace& trace, Seen& seen) {
+  std::string detail;
+  std::string label;
+  for (uint32_t i = 0; i < 50'000; ++i) {
+    if (i % 997 == 0) trace.set_node_name(NodeId{1 + i / 997}, fmt::format("node-{}", i));
+    if (i % 7 == 3) trace.post([&seen, i] { seen.lines.push_back(fmt::format("task {}", i)); });
+    TraceEvent e = sample_event();
+    e.kind = static_cast<EventKind>(1 + i % 20);
+    e.true_time = Instant::from_ns(i % 1000 == 999 ? int64_t{i} - 500 : int64_t{i} * 1'000'003);
+    e.node = i % 11 == 0 ? kNoNode : NodeId{1 + i / 997};
+    e.wall = i % 11 == 0 ? Instant::zero() : Instant::from_ns(1'767'225'600'000'000'000 + e.true_time.ns() * (1 + i % 3));
+    e.monotonic = Instant::from_ns(i % 13 == 0 ? -int64_t{i} : int64_t{i} * 977);
+    e.peer = i % 3 == 0 ? kNoNode : NodeId{i % 17};
+    e.id = i % 101 == 0 ? UINT64_MAX - i : i;
+    e.value = i % 2 == 0 ? -static_cast<int64_t>(i) * 1'000'000'007 : (i % 89 == 0 ? INT64_MIN : int64_t{i});
+    detail.assign(i % 977 == 0 ? 5'000 : i % 61, static_cast<char>('a' + i % 26));
+    if (i % 5 == 0) {
+      e.label = {};
+    } else if (i % 5 == 1) {
+      label = fmt::format("label-{}", i % 400);  // a few hundred texts, each at this one address
+      e.label = label;
+    } else {
+      e.label = std::string_view{"lease.request"}.substr(0, i % 14);
+    }
+    e.detail = detail;
+    trace.record(e);
+  }
+}
+
+TEST(Trace, CheckersInTheBackgroundSeeWhatTheySeeInline) {
+  Seen inline_seen;
+  Trace inline_trace;
+  inline_trace.add_checker([&](const TraceEvent& e) { inline_seen.event(inline_trace, e); });
+  feed(inline_trace, inline_seen);
+
+  Seen background_seen;
+  uint64_t observed = 0;
+  Trace background;
+  background.add_checker([&](const TraceEvent& e) { background_seen.event(background, e); });
+  background.add_observer([&observed](const TraceEvent&) { ++observed; });  // on this thread, at the event
+  background.start_background();
+  EXPECT_TRUE(background.background());
+  feed(background, background_seen);
+  EXPECT_EQ(observed, 50'000u);
+  background.finish_background();
+  EXPECT_FALSE(background.background());
+
+  ASSERT_EQ(background_seen.lines.size(), inline_seen.lines.size());
+  EXPECT_EQ(inline_seen.lines.size(), 50'000u + 7'143u);  // events and tasks (i % 7 == 3)
+  for (size_t i = 0; i < inline_seen.lines.size(); ++i) {
+    ASSERT_EQ(background_seen.lines[i], inline_seen.lines[i]) << "entry " << i;
+  }
+  EXPECT_EQ(background.hash(), inline_trace.hash());
+  EXPECT_EQ(background.event_count(), inline_trace.event_count());
+  EXPECT_EQ(background.count_of(EventKind::send), inline_trace.count_of(EventKind::send));
+}
+
+TEST(Trace, ATraceWithItsCheckersStillInTheBackgroundFinishesThemWhenDestroyed) {
+  uint64_t checked = 0;
+  {
+    Trace trace;
+    trace.add_checker([&checked](const TraceEvent&) { ++checked; });
+    trace.start_background();
+    for (int i = 0; i < 10'000; ++i) trace.record(sample_event());
+  }
+  EXPECT_EQ(checked, 10'000u);
 }
 
 }  // namespace

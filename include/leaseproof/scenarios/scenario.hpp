@@ -39,6 +39,11 @@ struct RunConfig {
   // Called after the world is built and before it runs; tests use it to
   // perturb a run (for instance to prove the determinism check catches it).
   std::function<void(sim::World&)> before_run;
+  // Lease scenarios: run the checkers and the trace hash on a thread of
+  // their own (sim::Trace::start_background), unless JSON lines, digests or
+  // kept lines are asked for. The result is the same either way; `run`
+  // turns it on, the commands that run many seeds at once leave it off.
+  bool background_checks = false;
 };
 
 struct RunResult {

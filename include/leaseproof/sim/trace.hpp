@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <leaseproof/base/ids.hpp>
+#include <leaseproof/base/inline_function.hpp>
 #include <leaseproof/base/time.hpp>
 
 namespace leaseproof::sim {
@@ -73,9 +75,18 @@ class TraceHash {
   uint64_t state_ = kInitial;
 };
 
+class CheckerThread;
+
 class Trace {
  public:
   using Observer = std::function<void(const TraceEvent&)>;
+  // Work for the checkers that is not an event (a sink write the store saw).
+  using Task = InlineFunction<void(), 80>;
+
+  Trace();
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
 
   // Names used for nodes in JSON output; index = NodeId.value.
   void set_node_name(NodeId node, std::string name);
@@ -86,11 +97,31 @@ class Trace {
   void keep_digests(bool keep) { keep_digests_ = keep; }
   // Keep every event's JSON line in memory (for printing a divergence).
   void keep_lines(bool keep) { keep_lines_ = keep; }
+  // Observers run on the simulation's thread, at the event, and may act on
+  // the world (a fault that waits for an event).
   void add_observer(Observer observer) { observers_.push_back(std::move(observer)); }
+  // Checkers only read what they are given: the events, the tasks posted to
+  // them, and checker_node_name(). They run after the observers of the same
+  // event, in the order added, on the checkers' thread while one runs.
+  void add_checker(Observer checker) { checkers_.push_back(std::move(checker)); }
+  // Runs `task` in order with the events: now, or on the checkers' thread.
+  void post(Task task);
+  // A node's name, for checkers (kept in step with the events they see).
+  std::string_view checker_node_name(NodeId node) const;
+
+  // Checkers on a thread of their own (docs/architecture.md, "Checkers in
+  // the background"): the hash and the checkers follow the events through a
+  // bounded queue, so the simulation's thread only copies each event. Not
+  // with JSON lines, digests or kept lines. Nothing read from the checkers
+  // or hash() is valid until finish_background() returns; the result is
+  // the same, bit for bit, as without.
+  void start_background();
+  void finish_background();
+  bool background() const { return thread_ != nullptr; }
 
   void record(const TraceEvent& event);
 
-  uint64_t hash() const { return hash_.value(); }
+  uint64_t hash() const;
   uint64_t event_count() const { return count_; }
   const std::vector<uint64_t>& digests() const { return digests_; }
   const std::vector<std::string>& lines() const { return lines_; }
@@ -99,8 +130,10 @@ class Trace {
   std::string to_json_line(uint64_t index, const TraceEvent& event) const;
 
  private:
-  TraceHash hash_;
-  uint64_t count_ = 0;
+  // The hash is the checkers' thread's while one runs, the count the
+  // simulation's: on separate cache lines.
+  alignas(64) TraceHash hash_;
+  alignas(64) uint64_t count_ = 0;
   std::ostream* jsonl_ = nullptr;
   bool keep_digests_ = false;
   bool keep_lines_ = false;
@@ -108,7 +141,13 @@ class Trace {
   std::vector<std::string> lines_;
   std::vector<std::string> node_names_;
   std::vector<Observer> observers_;
+  std::vector<Observer> checkers_;
+  std::vector<std::string> checker_names_;
+  std::unique_ptr<CheckerThread> thread_;
   uint64_t kind_counts_[32] = {};
+
+  friend class CheckerThread;
+  void check(const TraceEvent& event);  // the hash and the checkers
 };
 
 std::string format_hash(uint64_t hash);  // "0x" + 16 hex digits
