@@ -101,8 +101,9 @@ class Trace {
   // the world (a fault that waits for an event).
   void add_observer(Observer observer) { observers_.push_back(std::move(observer)); }
   // Checkers only read what they are given: the events, the tasks posted to
-  // them, and checker_node_name(). They run after the observers of the same
-  // event, in the order added, on the checkers' thread while one runs.
+  // them, and checker_node_name(). They see each event in the order added,
+  // on the checkers' thread while one runs; nothing orders them against the
+  // observers, which share nothing with them.
   void add_checker(Observer checker) { checkers_.push_back(std::move(checker)); }
   // Runs `task` in order with the events: now, or on the checkers' thread.
   void post(Task task);
@@ -111,7 +112,7 @@ class Trace {
 
   // Checkers on a thread of their own (docs/architecture.md, "Checkers in
   // the background"): the hash and the checkers follow the events through a
-  // bounded queue, so the simulation's thread only copies each event. Not
+  // bounded queue, so the simulation's thread only encodes each event. Not
   // with JSON lines, digests or kept lines. Nothing read from the checkers
   // or hash() is valid until finish_background() returns; the result is
   // the same, bit for bit, as without.
