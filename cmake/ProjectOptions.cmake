@@ -33,8 +33,11 @@ set_property(CACHE LEASEPROOF_PGO PROPERTY STRINGS OFF generate use)
 set(LEASEPROOF_PGO_DIR "${CMAKE_BINARY_DIR}/pgo-profile" CACHE PATH "Where the training run writes its profiles")
 add_library(leaseproof_pgo INTERFACE)
 if(LEASEPROOF_PGO STREQUAL "generate")
-  target_compile_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR})
-  target_link_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR})
+  # Atomic counters: `run` checks on a second thread, and counters two
+  # threads bump at once (the allocator's) would make the profile
+  # inconsistent, which the `use` build rejects.
+  target_compile_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR} -fprofile-update=atomic)
+  target_link_options(leaseproof_pgo INTERFACE -fprofile-generate=${LEASEPROOF_PGO_DIR} -fprofile-update=atomic)
 elseif(LEASEPROOF_PGO STREQUAL "use")
   if(NOT IS_DIRECTORY "${LEASEPROOF_PGO_DIR}")
     message(FATAL_ERROR "LEASEPROOF_PGO=use: no profiles in ${LEASEPROOF_PGO_DIR} "

@@ -42,9 +42,10 @@ void print_result(const scenarios::RunResult& result, double wall_seconds, doubl
   if (!result.summary.empty()) fmt::print("{}\n", result.summary);
   const double simulated = static_cast<double>(result.duration.ns()) / 1e9;
   fmt::print(
-      "events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   cpu: {:.3f} s   events/s: {:.0f}   "
+      "events: {} trace, {} scheduled   simulated: {}   wall: {:.3f} s   cpu: {:.3f} s ({})   events/s: {:.0f}   "
       "speed-up: {:.0f}x\n",
       result.events, result.scheduler_events, leaseproof::format_duration(result.duration), wall_seconds, cpu_seconds,
+      result.background_checks ? "checkers on a second thread" : "one thread",
       static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9), simulated / std::max(wall_seconds, 1e-9));
   constexpr size_t kShown = 10;
   for (size_t i = 0; i < result.violations.size() && i < kShown; ++i) fmt::print("violation: {}\n", result.violations[i]);

@@ -37,10 +37,15 @@ class BackgroundChecks {
       trace_.start_background();
     }
   }
-  ~BackgroundChecks() { finish(); }
+  ~BackgroundChecks() { trace_.finish_background(); }
   BackgroundChecks(const BackgroundChecks&) = delete;
   BackgroundChecks& operator=(const BackgroundChecks&) = delete;
-  void finish() { trace_.finish_background(); }
+  // Whether the checkers ran in the background; they are finished after.
+  bool finish() {
+    const bool background = trace_.background();
+    trace_.finish_background();
+    return background;
+  }
 
  private:
   sim::Trace& trace_;
@@ -484,9 +489,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   BackgroundChecks background{world.trace(), config};
   world.run_until(Instant::zero() + o.duration);
   if (autoscaler) autoscaler->stop();
-  background.finish();
+  const bool checked_in_background = background.finish();
 
   RunResult result = world_result(world, config, o.duration, o.describe());
+  result.background_checks = checked_in_background;
   const Instant end = Instant::zero() + o.duration;
   checkers.check_liveness(Instant::zero() + o.healed_at(), bounds.at(GapCause::crash).total(), end);
   result.violations = invariants.violations();

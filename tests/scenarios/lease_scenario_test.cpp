@@ -337,6 +337,8 @@ TEST(LeaseScenario, CheckersInTheBackgroundReportWhatTheyReportInline) {
     SCOPED_TRACE(c.scenario);
     const RunResult inline_checks = run(c.scenario, c.seed, c.parameters, c.duration);
     const RunResult background = run(c.scenario, c.seed, c.parameters, c.duration, true);
+    EXPECT_FALSE(inline_checks.background_checks);
+    EXPECT_TRUE(background.background_checks);  // the comparison is between two ways of checking
     test::expect_same_result(inline_checks, background);
     EXPECT_GT(counter_or_zero(background, "lease.open"), 0u);
     if (std::string_view{c.scenario} == "lease-steady") {

@@ -183,6 +183,8 @@ TEST(StreamScenario, CheckersInTheBackgroundReportWhatTheyReportInline) {
     SCOPED_TRACE(scenario);
     const RunResult inline_checks = run(scenario, 5);
     const RunResult background = run(scenario, 5, json::object(), std::nullopt, true);
+    EXPECT_FALSE(inline_checks.background_checks);
+    EXPECT_TRUE(background.background_checks);  // the comparison is between two ways of checking
     test::expect_same_result(inline_checks, background);
     EXPECT_GT(test::counter_or_zero(background, "stream.recorded"), 0u);
   }

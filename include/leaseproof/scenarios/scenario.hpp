@@ -56,6 +56,7 @@ struct RunResult {
   uint64_t trace_hash = 0;
   uint64_t events = 0;                 // trace events
   uint64_t scheduler_events = 0;       // scheduler callbacks run
+  bool background_checks = false;      // the checkers ran on a thread of their own
   std::vector<std::string> violations; // empty: the verdict is PASS
   std::vector<std::pair<std::string, uint64_t>> counters;  // coverage figures
   // Figures for reports (sweep, gate), as JSON; lease scenarios fill
