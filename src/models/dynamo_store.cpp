@@ -186,8 +186,13 @@ DynamoStore::State::State(DynamoStoreOptions options_, uint64_t seed)
 }
 
 DynamoStore::State::TableState* DynamoStore::State::find_table(std::string_view name) {
+  // Requests alternate between a fleet's two or three tables: the last one
+  // found is asked first (map nodes stay put, and tables are never dropped).
+  if (last_table != nullptr && lex_equal(last_table->name, name)) return last_table;
   const auto found = tables.find(name);
-  return found == tables.end() ? nullptr : &found->second;
+  if (found == tables.end()) return nullptr;
+  last_table = &found->second;
+  return last_table;
 }
 
 TableAccounting& DynamoStore::State::account(std::string_view table) {

@@ -7,6 +7,17 @@
 
 #include "dynamo_store_internal.hpp"
 
+namespace {
+
+// Debug builds also check what the fast paths below take for granted.
+#ifdef NDEBUG
+constexpr bool kDebugChecks = false;
+#else
+constexpr bool kDebugChecks = true;
+#endif
+
+}  // namespace
+
 namespace leaseproof::models {
 
 namespace store_detail {
@@ -85,13 +96,25 @@ using store_detail::WriteCost;
 // that is unchanged (e.g. a non-projected attribute changed) costs nothing
 // (assumed: the guide only lists the cases that do write).
 WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey& key, const Item* old_item,
-                                         const Item* new_item, int64_t multiplier) const {
+                                         const Item* new_item, int64_t multiplier,
+                                         const dynamo::UpdatePlan* changed_by) const {
   WriteCost cost;
   cost.partition = store_detail::partition_of(key.hash, options.partitions_per_table);
   const std::size_t bytes = std::max(store_detail::size_of(old_item), store_detail::size_of(new_item));
   cost.base_units = dynamo::write_capacity_units(bytes) * multiplier;
   for (std::size_t i = 0; i < table.indexes.size(); ++i) {
     const IndexState& index = table.indexes[i];
+    // An update changes only the top-level attributes its actions name
+    // (updated_item): one that names none of the projected ones (index
+    // keys included) leaves the entry as it is. ALL projects everything.
+    if (changed_by != nullptr && !index.projected.empty() &&
+        std::none_of(changed_by->actions.begin(), changed_by->actions.end(), [&](const dynamo::UpdateAction& action) {
+          return std::binary_search(index.projected.begin(), index.projected.end(), action.path[0].name);
+        })) {
+      LP_ASSERT_MSG(!kDebugChecks || store_detail::index_entries(index, old_item, new_item).same,
+                    "an update that touches no projected attribute changed an index entry");
+      continue;
+    }
     // Entries are not built: their keys and sizes are read from the items.
     const store_detail::IndexEntryPair entries = store_detail::index_entries(index, old_item, new_item);
     if (entries.same) continue;

@@ -379,6 +379,7 @@ struct DynamoStore::State {
   DynamoStoreOptions options;
   sim::Prng prng;
   std::map<std::string, TableState, LexLess> tables;
+  TableState* last_table = nullptr;  // what find_table found last
   std::map<std::string, TableAccounting, std::less<>> accounting;
   std::map<std::string, std::string, std::less<>> ttl_attributes;
   std::map<std::string, DynamoStore::StreamListener, std::less<>> streams;
@@ -421,8 +422,11 @@ struct DynamoStore::State {
 
   // Capacity (dynamo_store_capacity.cpp).
   // Items by pointer (nullptr: absent); they must stay valid for the call only.
+  // `changed_by`: the update that made `new_item` from `old_item` (both
+  // present), when there is one: an index whose projected attributes it does
+  // not touch keeps its entry, known without comparing them.
   WriteCost write_cost(const TableState& table, const TableKey& key, const Item* old_item, const Item* new_item,
-                       int64_t multiplier) const;
+                       int64_t multiplier, const dynamo::UpdatePlan* changed_by = nullptr) const;
   WriteCost failed_write_cost(const TableState& table, const TableKey& key, const Item* old_item,
                               int64_t multiplier) const;
   std::optional<DynamoError> check_write_capacity(TableState& table, const WriteCost& cost, Instant now);
@@ -441,9 +445,11 @@ struct DynamoStore::State {
   // commit, so the caller must not use it afterwards.
   // `record`, when given, is find_record(table, key), found by the caller
   // (it is looked up again otherwise).
+  // `changed_by`: as for write_cost.
   Result<WriteCost> commit_single(TableState& table, const TableKey& key, const Item* old_item,
                                   std::optional<Item> new_item, Instant now,
-                                  store_detail::ItemRecord* record = nullptr);
+                                  store_detail::ItemRecord* record = nullptr,
+                                  const dynamo::UpdatePlan* changed_by = nullptr);
   std::optional<dynamo::ConsumedCapacity> write_consumed(dynamo::ReturnConsumedCapacity mode, const TableState& table,
                                                          const WriteCost& cost) const;
 

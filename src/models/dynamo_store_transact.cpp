@@ -431,7 +431,10 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     costs.push_back(action.kind == ActionKind::check
                         ? failed_write_cost(*action.table, action.key, old_items[i], transaction_cost_multiplier)
                         : write_cost(*action.table, action.key, old_items[i],
-                                     new_items[i] ? &*new_items[i] : nullptr, transaction_cost_multiplier));
+                                     new_items[i] ? &*new_items[i] : nullptr, transaction_cost_multiplier,
+                                     action.kind == ActionKind::update && action.plan && old_items[i] != nullptr
+                                         ? action.plan->plan.get()
+                                         : nullptr));
     if (auto problem = check_write_capacity(*action.table, costs.back(), now)) {
       fail(i, CancellationReason{"ThrottlingError", problem->message, std::nullopt});
       throttled = true;

@@ -7,6 +7,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <iterator>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -206,6 +207,24 @@ TEST(DynamoItem, AppendSortedKeepsTheOrderAndRefusesAnythingElse) {
   EXPECT_THROW(item.append_sorted({"aa", AttributeValue::number(4)}), std::invalid_argument);  // before "b"
   EXPECT_THROW(item.append_sorted({"b", AttributeValue::number(5)}), std::invalid_argument);   // a duplicate
   EXPECT_EQ(item.size(), 3u);
+
+  Item built;  // the same, each member built in place
+  built.emplace_sorted("a", AttributeValue::number(1));
+  built.emplace_sorted("ab", AttributeValue::number(2));
+  built.emplace_sorted("b", AttributeValue::number(3));
+  EXPECT_EQ(built, item);
+  EXPECT_THROW(built.emplace_sorted("aa", AttributeValue::number(4)), std::invalid_argument);
+  EXPECT_THROW(built.emplace_sorted("b", AttributeValue::number(5)), std::invalid_argument);
+  EXPECT_EQ(built.size(), 3u);
+}
+
+TEST(DynamoAttributeValue, AnIntegerNumberIsItsDecimalText) {
+  for (const int64_t value : {int64_t{0}, int64_t{7}, int64_t{-42}, int64_t{1767225600000},
+                              std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    const AttributeValue number = AttributeValue::number(value);
+    EXPECT_TRUE(number.is(AttributeType::n));
+    EXPECT_EQ(number.text(), std::to_string(value));
+  }
 }
 
 }  // namespace

@@ -113,6 +113,50 @@ TEST(DynamoStoreCost, AnIncludedEntryIsComparedByNameWhenOtherAttributesComeAndG
   EXPECT_EQ(index_wcu(), 2);
 }
 
+// An update that names no projected attribute keeps the index entry without
+// comparing it (the store's shortcut); one that names a projected attribute
+// is compared, and writes the index only if the value changed. The same in a
+// transaction, whose writes cost double.
+TEST(DynamoStoreCost, OnlyAnUpdateThatChangesAProjectedAttributeWritesTheIndex) {
+  for (const bool transact : {false, true}) {
+    SCOPED_TRACE(transact ? "TransactWriteItems" : "UpdateItem");
+    DynamoStore store(DynamoStoreOptions::faults_off(), 24);
+    auto table = leases_table(dynamo::ProjectionType::include);
+    table.global_secondary_indexes[0].projection.non_key_attributes = {"note"};
+    ASSERT_TRUE(store.apply(table, at_ms(0)).ok());
+    auto index_wcu = [&] { return store.accounting("leases").indexes.at("by_state").write_units; };
+    ASSERT_TRUE(store.apply(put("leases", {{"pk", S("a")}, {"desired_state", S("STARTED")},
+                                           {"lease_expires_at_ms", N(1)}, {"note", S("n")}, {"other", N(1)}}),
+                            at_ms(0)).ok());
+    ASSERT_EQ(index_wcu(), 1);
+    int64_t at = 1;
+    auto write = [&](std::string update, dynamo::ExpressionAttributeValues values) {
+      auto request = update_request("leases", {{"pk", S("a")}}, std::move(update), std::move(values));
+      if (!transact) return store.apply(request, at_ms(at++)).ok();
+      dynamo::TransactUpdate action;
+      action.key = request.key;
+      action.update_expression = *request.update_expression;
+      action.condition.table_name = "leases";
+      action.condition.expression_attribute_values = request.write.expression_attribute_values;
+      dynamo::TransactWriteItemsRequest transaction;
+      transaction.transact_items.emplace_back(std::move(action));
+      return store.apply(transaction, at_ms(at++)).ok();
+    };
+    const int64_t cost = transact ? 2 : 1;
+    ASSERT_TRUE(write("SET other = :v", {{":v", N(2)}}));  // not projected: entry kept
+    EXPECT_EQ(index_wcu(), 1);
+    ASSERT_TRUE(write("ADD other :v REMOVE gone", {{":v", N(1)}}));
+    EXPECT_EQ(index_wcu(), 1);
+    ASSERT_TRUE(write("SET note = :n", {{":n", S("n")}}));  // projected, the same value: compared, kept
+    EXPECT_EQ(index_wcu(), 1);
+    ASSERT_TRUE(write("SET note = :n, other = :v", {{":n", S("m")}, {":v", N(3)}}));  // projected, changed
+    EXPECT_EQ(index_wcu(), 1 + cost);
+    ASSERT_TRUE(write("SET lease_expires_at_ms = :t", {{":t", N(2)}}));  // the index's range key: moved
+    EXPECT_EQ(index_wcu(), 1 + 3 * cost);
+    EXPECT_EQ(store.peek("leases", {{"pk", S("a")}})->at("other").text(), "3");
+  }
+}
+
 class DynamoStoreCapacity : public ::testing::Test {
  protected:
   DynamoStore store_{DynamoStoreOptions::faults_off(), 23};

@@ -37,7 +37,8 @@ class WakeupQueue {
 
   // Removes the least entry and every copy of it.
   void pop() {
-    const T least = heap_.front();
+    // Moved out, not copied: pop_one() fills the root's hole without reading it.
+    const T least = std::move(heap_.front());
     do {
       pop_one();
     } while (!heap_.empty() && !less(least, heap_.front()));

@@ -1,6 +1,7 @@
 #include <leaseproof/core/dynamo/attribute_value.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <utility>
 
@@ -88,7 +89,15 @@ AttributeValue AttributeValue::number(std::string decimal_text) {
   return value;
 }
 
-AttributeValue AttributeValue::number(int64_t integer) { return number(std::to_string(integer)); }
+AttributeValue AttributeValue::number(int64_t integer) {
+  // Straight into the value's text (std::to_string's own string would be moved in).
+  AttributeValue value;
+  value.type_ = AttributeType::n;
+  char digits[24];
+  const char* end = std::to_chars(digits, digits + sizeof digits, integer).ptr;
+  value.text_.assign(digits, static_cast<std::size_t>(end - digits));
+  return value;
+}
 
 AttributeValue AttributeValue::binary(std::string base64_text) {
   AttributeValue value;

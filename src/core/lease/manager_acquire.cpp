@@ -185,10 +185,6 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     take_over(lease.connection, lease, now, out);
     return;
   }
-  // Watchers look again at the right moment; every other worker keeps what
-  // the sweep showed, so that a lease whose watchers are gone (crashed,
-  // paused, cut off) is still taken at a later sweep once it has expired.
-  const bool watcher = !from_sweep || watches(lease);
   Slot& target = slot(lease.connection);
   const bool inserted = !target.watch.has_value();
   if (inserted) {
@@ -200,7 +196,18 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   if (inserted || watch.counter != lease.counter || watch.owner != lease.owner) {
     watch.first_seen = now.monotonic;  // a new value: the clock starts again
   }
+  if (watch.owner != lease.owner) watch.watcher_workers = 0;  // ranked for another owner
   watch.owner = lease.owner;
+  // Watchers look again at the right moment; every other worker keeps what
+  // the sweep showed, so that a lease whose watchers are gone (crashed,
+  // paused, cut off) is still taken at a later sweep once it has expired.
+  // The ranking changes only with the owner and the known workers: a sweep
+  // ranks each lease once per set of known workers, not at every sweep.
+  if (from_sweep && watch.watcher_workers != known_workers_version_) {
+    watch.watcher = watches(lease);
+    watch.watcher_workers = known_workers_version_;
+  }
+  const bool watcher = !from_sweep || watch.watcher;
   watch.counter = lease.counter;
   watch.expires_ms = lease.expires_at_ms;
   const Duration margin = config_.safety_margin;
@@ -377,7 +384,10 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   const bool complete = sweep_->complete;
   sweep_.reset();
   if (complete) forget_unseen(out);
-  known_workers_ = sweep_workers_;
+  if (known_workers_ != sweep_workers_) {
+    known_workers_ = sweep_workers_;
+    ++known_workers_version_;
+  }
   // Random order, so that workers sweeping at the same time spread out.
   for (size_t i = free.size(); i > 1; --i) std::swap(free[i - 1], free[random_.below(i)]);
   uint32_t started = 0;

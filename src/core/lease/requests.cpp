@@ -16,7 +16,7 @@ AttributeValue N(int64_t value) { return AttributeValue::number(value); }
 Item key_of(std::string_view connection) {
   Item item;  // every request has one: no brace list to copy from
   item.reserve(1);
-  item.append_sorted({"pk", AttributeValue::string(connection_key(connection))});
+  item.emplace_sorted("pk", AttributeValue::string(connection_key(connection)));
   return item;
 }
 
@@ -88,16 +88,16 @@ dynamo::Request renew_request(const LeaseConfig& config, std::string_view connec
   // The heartbeat, sent for every held lease every few seconds: placeholders
   // in name order, each appended (no search) to room reserved for all.
   values.reserve(seed ? 2 : 5);
-  if (!seed) values.append_sorted({":epoch", N(epoch)});
-  values.append_sorted({":exp", N(now_wall_ms + config.lease_duration.ms())});
-  values.append_sorted({":me", S(worker)});
+  if (!seed) values.emplace_sorted(":epoch", N(epoch));
+  values.emplace_sorted(":exp", N(now_wall_ms + config.lease_duration.ms()));
+  values.emplace_sorted(":me", S(worker));
   if (seed) {
     request.update_expression = "SET lease_expires_at_ms = :exp";
     request.write.condition_expression = "lease_owner = :me";
     return request;
   }
-  values.append_sorted({":one", N(1)});
-  values.append_sorted({":started", S(kStarted)});
+  values.emplace_sorted(":one", N(1));
+  values.emplace_sorted(":started", S(kStarted));
   request.update_expression = "SET lease_expires_at_ms = :exp ADD lease_counter :one";
   request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started";
   return request;

@@ -37,11 +37,11 @@ constexpr const char* kRecordAbsent = "attribute_not_exists(pk)";
 Item record_item(std::string_view connection, std::string_view worker, int64_t lease_epoch, const Message& message) {
   Item item;
   item.reserve(5);
-  item.append_sorted({"bytes", N(int64_t{message.bytes})});
-  item.append_sorted({"lease_epoch", N(lease_epoch)});
-  item.append_sorted({"pk", S(sink_key(connection, message.epoch))});
-  item.append_sorted({"recorded_by", S(worker)});
-  item.append_sorted({"seq", N(message.seq)});
+  item.emplace_sorted("bytes", N(int64_t{message.bytes}));
+  item.emplace_sorted("lease_epoch", N(lease_epoch));
+  item.emplace_sorted("pk", S(sink_key(connection, message.epoch)));
+  item.emplace_sorted("recorded_by", S(worker));
+  item.emplace_sorted("seq", N(message.seq));
   return item;
 }
 
@@ -56,17 +56,17 @@ constexpr const char* kCheckpointUpdate = "SET stream_epoch = :se, last_seq = :s
 dynamo::ExpressionAttributeValues checkpoint_values(std::string_view worker, int64_t lease_epoch, Position through) {
   dynamo::ExpressionAttributeValues values;  // in name order, as record_item
   values.reserve(4);
-  values.append_sorted({":epoch", N(lease_epoch)});
-  values.append_sorted({":me", S(worker)});
-  values.append_sorted({":s", N(through.seq)});
-  values.append_sorted({":se", N(through.epoch)});
+  values.emplace_sorted(":epoch", N(lease_epoch));
+  values.emplace_sorted(":me", S(worker));
+  values.emplace_sorted(":s", N(through.seq));
+  values.emplace_sorted(":se", N(through.epoch));
   return values;
 }
 
 Item lease_key(std::string_view connection) {
   Item key;
   key.reserve(1);
-  key.append_sorted({"pk", S(lease::connection_key(connection))});
+  key.emplace_sorted("pk", S(lease::connection_key(connection)));
   return key;
 }
 

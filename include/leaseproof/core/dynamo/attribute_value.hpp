@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -122,6 +123,8 @@ class Item {
   // (checked).
   void append_sorted(const value_type& member);
   void append_sorted(value_type&& member);
+  // The same, the member built in place from its name (no pair to move in).
+  void emplace_sorted(std::string_view name, AttributeValue&& value);
 
   size_type erase(std::string_view name);
   iterator erase(const_iterator position);
@@ -353,6 +356,14 @@ inline void Item::append_sorted(value_type&& member) {
   }
   forget_size();
   entries_.push_back(std::move(member));
+}
+
+inline void Item::emplace_sorted(std::string_view name, AttributeValue&& value) {
+  if (!entries_.empty() && lex_compare(entries_.back().first, name) >= 0) {
+    throw std::invalid_argument("Item::emplace_sorted: member out of order");
+  }
+  forget_size();
+  entries_.emplace_back(std::piecewise_construct, std::forward_as_tuple(name), std::forward_as_tuple(std::move(value)));
 }
 
 inline Item::iterator Item::erase(const_iterator position) {

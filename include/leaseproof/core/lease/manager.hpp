@@ -139,6 +139,10 @@ class LeaseManager {
     Instant check_at = Instant::max();
     uint64_t token = 0;  // a read or acquire in flight
     uint64_t seen_round = 0;  // the last sweep round that showed this lease
+    // watches() of this lease's owner, as of known_workers_version_
+    // `watcher_workers` (0: not ranked yet, or ranked for another owner).
+    uint64_t watcher_workers = 0;
+    bool watcher = false;
     // A lease this worker stopped acting on at its deadline: read it until a
     // read gets through, and take it back at once if it is still ours (the
     // sweep would, a reconcile interval later; nobody else may have room).
@@ -256,6 +260,7 @@ class LeaseManager {
   std::unordered_map<uint64_t, Pending> pending_;  // by token; found, never walked
   std::set<std::string, LexLess> acquiring_;
   std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
+  uint64_t known_workers_version_ = 1;             // +1 whenever known_workers_ changes
   std::set<std::string, LexLess> sweep_workers_;
   std::optional<Sweep> sweep_;
   uint64_t sweep_round_ = 0;
