@@ -22,6 +22,19 @@ namespace leaseproof::models {
 
 namespace store_detail {
 
+bool IndexState::touches_projection(const std::shared_ptr<const dynamo::UpdatePlan>& plan) const {
+  if (projected.empty()) return true;  // ALL: any attribute is the entry's
+  for (const PlanTouch& seen : plan_touches) {
+    if (seen.plan == plan) return seen.touches;
+  }
+  const bool touches = std::any_of(plan->actions.begin(), plan->actions.end(), [&](const dynamo::UpdateAction& action) {
+    return std::binary_search(projected.begin(), projected.end(), action.path[0].name);
+  });
+  plan_touches[plan_touches_next] = PlanTouch{plan, touches};
+  plan_touches_next = (plan_touches_next + 1) % plan_touches.size();
+  return touches;
+}
+
 namespace {
 
 constexpr int64_t scale = 1'000'000'000;  // unit-nanoseconds per unit
@@ -97,7 +110,7 @@ using store_detail::WriteCost;
 // (assumed: the guide only lists the cases that do write).
 WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey& key, const Item* old_item,
                                          const Item* new_item, int64_t multiplier,
-                                         const dynamo::UpdatePlan* changed_by) const {
+                                         const dynamo::BoundUpdatePlan* changed_by) const {
   WriteCost cost;
   cost.partition = store_detail::partition_of(key.hash, options.partitions_per_table);
   const std::size_t bytes = std::max(store_detail::size_of(old_item), store_detail::size_of(new_item));
@@ -107,10 +120,7 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
     // An update changes only the top-level attributes its actions name
     // (updated_item): one that names none of the projected ones (index
     // keys included) leaves the entry as it is. ALL projects everything.
-    if (changed_by != nullptr && !index.projected.empty() &&
-        std::none_of(changed_by->actions.begin(), changed_by->actions.end(), [&](const dynamo::UpdateAction& action) {
-          return std::binary_search(index.projected.begin(), index.projected.end(), action.path[0].name);
-        })) {
+    if (changed_by != nullptr && !index.touches_projection(changed_by->plan)) {
       LP_ASSERT_MSG(!kDebugChecks || store_detail::index_entries(index, old_item, new_item).same,
                     "an update that touches no projected attribute changed an index entry");
       continue;

@@ -187,6 +187,18 @@ struct IndexState {
   // range key: past the end).
   std::size_t hash_at = 0;
   std::size_t range_at = static_cast<std::size_t>(-1);
+
+  // Whether an update plan names a projected attribute (index keys
+  // included), for the plans seen last: a fleet sends the same few update
+  // expressions again and again, and the expression cache shares each
+  // one's plan. Holding the plans keeps their addresses from being reused.
+  bool touches_projection(const std::shared_ptr<const dynamo::UpdatePlan>& plan) const;
+  struct PlanTouch {
+    std::shared_ptr<const dynamo::UpdatePlan> plan;
+    bool touches = true;
+  };
+  mutable std::array<PlanTouch, 4> plan_touches;
+  mutable std::size_t plan_touches_next = 0;
 };
 
 struct TableState {
@@ -426,7 +438,7 @@ struct DynamoStore::State {
   // present), when there is one: an index whose projected attributes it does
   // not touch keeps its entry, known without comparing them.
   WriteCost write_cost(const TableState& table, const TableKey& key, const Item* old_item, const Item* new_item,
-                       int64_t multiplier, const dynamo::UpdatePlan* changed_by = nullptr) const;
+                       int64_t multiplier, const dynamo::BoundUpdatePlan* changed_by = nullptr) const;
   WriteCost failed_write_cost(const TableState& table, const TableKey& key, const Item* old_item,
                               int64_t multiplier) const;
   std::optional<DynamoError> check_write_capacity(TableState& table, const WriteCost& cost, Instant now);
@@ -449,7 +461,7 @@ struct DynamoStore::State {
   Result<WriteCost> commit_single(TableState& table, const TableKey& key, const Item* old_item,
                                   std::optional<Item> new_item, Instant now,
                                   store_detail::ItemRecord* record = nullptr,
-                                  const dynamo::UpdatePlan* changed_by = nullptr);
+                                  const dynamo::BoundUpdatePlan* changed_by = nullptr);
   std::optional<dynamo::ConsumedCapacity> write_consumed(dynamo::ReturnConsumedCapacity mode, const TableState& table,
                                                          const WriteCost& cost) const;
 

@@ -88,7 +88,7 @@ Result<void> DynamoStore::State::check_condition(TableState& table, const TableK
 Result<WriteCost> DynamoStore::State::commit_single(TableState& table, const TableKey& key,
                                                     const Item* old_item, std::optional<Item> new_item,
                                                     Instant now, store_detail::ItemRecord* record,
-                                                    const dynamo::UpdatePlan* changed_by) {
+                                                    const dynamo::BoundUpdatePlan* changed_by) {
   const WriteCost cost = write_cost(table, key, old_item, new_item ? &*new_item : nullptr, 1, changed_by);
   if (auto throttled = check_write_capacity(table, cost, now)) {
     ++account(table).throttled_requests;

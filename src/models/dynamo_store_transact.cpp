@@ -433,7 +433,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
                         : write_cost(*action.table, action.key, old_items[i],
                                      new_items[i] ? &*new_items[i] : nullptr, transaction_cost_multiplier,
                                      action.kind == ActionKind::update && action.plan && old_items[i] != nullptr
-                                         ? action.plan->plan.get()
+                                         ? &*action.plan
                                          : nullptr));
     if (auto problem = check_write_capacity(*action.table, costs.back(), now)) {
       fail(i, CancellationReason{"ThrottlingError", problem->message, std::nullopt});

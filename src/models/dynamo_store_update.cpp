@@ -177,7 +177,7 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   LP_STORE_TRY(next, store_detail::updated_item(*table, old_item != nullptr ? *old_item : *key_item, old_item, plan));
   dynamo::UpdateItemResponse response;
   response.attributes = update_return_values(write.return_values, plan, old_item, next);
-  const dynamo::UpdatePlan* changed_by = plan && old_item != nullptr ? plan->plan.get() : nullptr;
+  const dynamo::BoundUpdatePlan* changed_by = plan && old_item != nullptr ? &*plan : nullptr;
   LP_STORE_TRY(cost, commit_single(*table, key, old_item, std::move(next), now, record, changed_by));
   response.consumed_capacity = write_consumed(write.return_consumed_capacity, *table, cost);
   return dynamo::Response{std::move(response)};
