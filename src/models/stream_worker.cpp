@@ -27,6 +27,8 @@ void WorkerProcess::open_stream(const lease::OpenSession& open) {
   const auto entry = streams_.try_emplace(open.connection).first;
   Stream& stream = entry->second;
   stream.connection = &entry->first;
+  stream.id = stream_id(open.connection);
+  stream_by_id_[stream.id] = &stream;
   const resume::Position recorded{static_cast<uint64_t>(std::max<int64_t>(0, open.stream_epoch)), open.last_seq};
   stream.session = std::make_unique<resume::StreamSession>(environment.session, environment_.config, open.connection,
                                                            worker_id_, open.epoch, recorded, *random_);
@@ -42,8 +44,18 @@ void WorkerProcess::close_stream(const std::string& connection) {
     context_->send(environment_.stream->via, close_frame(found->second.socket, resume::close_code::normal));
     stream_by_socket_.erase(found->second.socket);
   }
+  stream_by_id_[found->second.id] = nullptr;
   streams_.erase(found);
   schedule_streams();
+}
+
+uint32_t WorkerProcess::stream_id(const std::string& connection) {
+  if (const auto found = stream_ids_.find(connection); found != stream_ids_.end()) return found->second;
+  const auto id = static_cast<uint32_t>(stream_names_.size());
+  const std::string& name = stream_names_.emplace_back(connection);
+  stream_ids_.emplace(name, id);
+  stream_by_id_.push_back(nullptr);
+  return id;
 }
 
 void WorkerProcess::on_stream_message(const sim::Envelope& envelope) {
@@ -86,16 +98,17 @@ void WorkerProcess::run_stream(const std::string& connection, Stream& stream, St
   resume::SessionActions actions;
   step(actions);
   apply_stream(connection, stream, actions);
-  queue_stream_wakeup(connection, stream, stream.session->next_deadline());
+  queue_stream_wakeup(stream, stream.session->next_deadline());
   schedule_streams();
 }
 
 // Invariant: every stream with a deadline has a wakeup queued at or before it.
 // An entry that surfaces before its stream's deadline is moved to it, so the
 // streams run in (deadline, name) order, as if every change had re-queued.
-void WorkerProcess::queue_stream_wakeup(const std::string& connection, Stream& stream, Instant at) {
+void WorkerProcess::queue_stream_wakeup(Stream& stream, Instant at) {
   if (at >= stream.queued_at) return;  // also when `at` is Instant::max()
-  stream_wakeups_.push({at, connection});
+  const std::string& name = stream_names_[stream.id];
+  stream_wakeups_.push(StreamWakeup{at, lex_prefix(name), &name, stream.id});
   stream.queued_at = at;
 }
 
@@ -162,18 +175,17 @@ void WorkerProcess::schedule_streams() {
   // Drop entries of streams that are gone, and move entries that surface
   // before their stream's deadline to it (wakeups are re-armed lazily).
   while (!stream_wakeups_.empty()) {
-    const auto& [at, connection] = stream_wakeups_.top();
-    const auto found = streams_.find(connection);
-    if (found == streams_.end()) {
+    Stream* stream = stream_by_id_[stream_wakeups_.top().id];
+    if (stream == nullptr) {
       pop_stream_wakeup(nullptr);
       continue;
     }
-    const Instant due = found->second.session->next_deadline();
-    if (due == at) break;
-    pop_stream_wakeup(&found->second);
-    queue_stream_wakeup(found->first, found->second, due);  // later than `at`: the top is the earliest entry
+    const Instant due = stream->session->next_deadline();
+    if (due == stream_wakeups_.top().at) break;
+    pop_stream_wakeup(stream);
+    queue_stream_wakeup(*stream, due);  // later than the entry's time: the top is the earliest entry
   }
-  const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.top().first;
+  const Instant next = stream_wakeups_.empty() ? Instant::max() : stream_wakeups_.top().at;
   if (next == stream_timer_at_) return;
   context_->cancel_timer(stream_timer_);
   stream_timer_at_ = next;
@@ -187,24 +199,24 @@ void WorkerProcess::schedule_streams() {
 void WorkerProcess::on_stream_timer() {
   expire_leases();
   const Instant now = context_->monotonic();
-  while (!stream_wakeups_.empty() && stream_wakeups_.top().first <= now) {
-    const auto [at, connection] = stream_wakeups_.top();
-    const auto found = streams_.find(connection);
-    pop_stream_wakeup(found != streams_.end() ? &found->second : nullptr);
-    if (found == streams_.end()) continue;
-    const Instant due = found->second.session->next_deadline();
+  while (!stream_wakeups_.empty() && stream_wakeups_.top().at <= now) {
+    const Instant at = stream_wakeups_.top().at;
+    Stream* stream = stream_by_id_[stream_wakeups_.top().id];
+    pop_stream_wakeup(stream);
+    if (stream == nullptr) continue;
+    const Instant due = stream->session->next_deadline();
     if (due != at) {
-      queue_stream_wakeup(found->first, found->second, due);  // runs at its own time and place in the order
+      queue_stream_wakeup(*stream, due);  // runs at its own time and place in the order
       continue;
     }
-    run_stream(connection, found->second,
-               [&](resume::SessionActions& out) { found->second.session->on_timer(now, out); });
+    run_stream(*stream->connection, *stream,
+               [&](resume::SessionActions& out) { stream->session->on_timer(now, out); });
   }
   schedule_streams();
 }
 
 void WorkerProcess::pop_stream_wakeup(Stream* stream) {
-  if (stream != nullptr && stream->queued_at == stream_wakeups_.top().first) stream->queued_at = Instant::max();
+  if (stream != nullptr && stream->queued_at == stream_wakeups_.top().at) stream->queued_at = Instant::max();
   stream_wakeups_.pop();
 }
 

@@ -5,12 +5,14 @@
 // network and tells the upstream hub when it opens and closes sessions. The
 // trace events it writes are the contract in docs/trace-format.md.
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <leaseproof/base/lex_compare.hpp>
 #include <leaseproof/base/random.hpp>
@@ -99,6 +101,7 @@ class WorkerProcess final : public sim::Process {
   // Streaming (stream_worker.cpp).
   struct Stream {
     const std::string* connection = nullptr;  // its key in streams_
+    uint32_t id = 0;                          // the connection's number here (stream_names_)
     std::unique_ptr<resume::StreamSession> session;
     uint64_t generation = 0;  // tells sink replies of an earlier session apart
     ws::ConnectionId socket = 0;
@@ -120,7 +123,7 @@ class WorkerProcess final : public sim::Process {
   // gone), forgets it queued it.
   void pop_stream_wakeup(Stream* stream);
   // Queues a wakeup at `at` unless one at or before it is queued already.
-  void queue_stream_wakeup(const std::string& connection, Stream& stream, Instant at);
+  void queue_stream_wakeup(Stream& stream, Instant at);
   void schedule_streams();
   void on_stream_timer();
   void expire_leases();
@@ -140,15 +143,33 @@ class WorkerProcess final : public sim::Process {
   // The stream of each open socket: streams_ entries stay where they are
   // until erased, and a stream's socket is erased here first. Never walked.
   std::unordered_map<ws::ConnectionId, Stream*> stream_by_socket_;
-  // std::pair's order, with the names compared inline.
+  // Every connection this worker ever streamed gets a number for good: its
+  // name is kept at a fixed address (a deque grows without moving), and the
+  // stream open under it, if any, is found by the number. Wakeups name the
+  // connection by number, so that they outlive a closed stream, copy no
+  // string and are looked up without hashing one.
+  uint32_t stream_id(const std::string& connection);
+  std::deque<std::string> stream_names_;
+  std::unordered_map<std::string_view, uint32_t, TextHash, std::equal_to<>> stream_ids_;  // views into stream_names_
+  std::vector<Stream*> stream_by_id_;  // null while the connection has no stream here
+  struct StreamWakeup {
+    Instant at;
+    uint64_t name_prefix = 0;  // lex_prefix(*name)
+    const std::string* name = nullptr;  // in stream_names_: one address per name
+    uint32_t id = 0;
+  };
+  // Due time, then connection name: the first bytes kept in the entry order
+  // most ties without reading the names.
   struct StreamWakeupLess {
-    bool operator()(const std::pair<Instant, std::string>& a, const std::pair<Instant, std::string>& b) const {
-      return a.first != b.first ? a.first < b.first : lex_compare(a.second, b.second) < 0;
+    bool operator()(const StreamWakeup& a, const StreamWakeup& b) const {
+      if (a.at != b.at) return a.at < b.at;
+      if (a.name_prefix != b.name_prefix) return a.name_prefix < b.name_prefix;
+      return a.name != b.name && lex_compare(*a.name, *b.name) < 0;
     }
   };
   // Stale entries are dropped when they surface; observed through top() and
   // pop(), the queue is the set of (due time, connection) pairs.
-  WakeupQueue<std::pair<Instant, std::string>, StreamWakeupLess> stream_wakeups_;
+  WakeupQueue<StreamWakeup, StreamWakeupLess> stream_wakeups_;
   uint64_t stream_timer_ = 0;
   Instant stream_timer_at_ = Instant::max();
   uint64_t stream_generation_ = 0;
