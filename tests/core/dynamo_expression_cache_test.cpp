@@ -276,9 +276,10 @@ TEST(DynamoExpressionCache, ABoundUpdatePlanReadsTheRequestsValuesNotTheCachedOn
   const ExpressionAttributeValues second = {{":x", N("2")}};
   const KeySchema key_schema = {{"pk", KeyType::hash}};
   const Item item = {{"pk", S("k")}, {"a", N("10")}};
-  auto context_one = ExpressionContext::borrowing({}, first, &cache);
+  const ExpressionAttributeNames no_names;  // borrowed: must outlive the contexts
+  auto context_one = ExpressionContext::borrowing(no_names, first, &cache);
   ASSERT_TRUE(context_one.parse_bound_update("SET a = a + :x").ok());
-  auto context_two = ExpressionContext::borrowing({}, second, &cache);
+  auto context_two = ExpressionContext::borrowing(no_names, second, &cache);
   auto bound = context_two.parse_bound_update("SET a = a + :x");
   ASSERT_TRUE(bound.ok());
   EXPECT_EQ(cache.hits(), 1u);

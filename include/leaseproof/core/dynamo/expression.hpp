@@ -305,6 +305,13 @@ class ExpressionContext {
   // being served), and parses through `cache` when it is not null.
   static ExpressionContext borrowing(const ExpressionAttributeNames& names, const ExpressionAttributeValues& values,
                                      ExpressionCache* cache);
+  // A temporary map would be gone before the context is (AddressSanitizer
+  // found a test doing so): refused when compiling.
+  static ExpressionContext borrowing(ExpressionAttributeNames&&, const ExpressionAttributeValues&,
+                                     ExpressionCache*) = delete;
+  static ExpressionContext borrowing(const ExpressionAttributeNames&, ExpressionAttributeValues&&,
+                                     ExpressionCache*) = delete;
+  static ExpressionContext borrowing(ExpressionAttributeNames&&, ExpressionAttributeValues&&, ExpressionCache*) = delete;
   ExpressionContext(const ExpressionContext&) = delete;
   ExpressionContext& operator=(const ExpressionContext&) = delete;
 
