@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
-# scripts/test.sh [--pgo]: installs what is needed, builds Debug and Release,
-# and runs every test in both: unit, property and sim tiers, the
+# scripts/test.sh [--pgo] [--asan]: installs what is needed, builds Debug and
+# Release, and runs every test in both: unit, property and sim tiers, the
 # Debug-vs-Release trace-hash comparison, the property gate (Release), and the
 # tests against a real dynalite server (label 'real').
-#   --pgo  also builds the profile-guided Release build (scripts/build-pgo.sh
-#          --quick) and checks that it gives Release's trace hashes. About 7
-#          minutes more on 2 cores, a quarter of the whole run: CI leaves it out
-#          to stay well under its 30 minutes. Run it after changing the build,
-#          the compiler flags or build-pgo.sh, and before quoting PGO figures.
-# Prints each phase's wall time; ends with one line "N passed, N failed".
+#   --pgo   also builds the profile-guided Release build (scripts/build-pgo.sh
+#           --quick) and checks that it gives Release's trace hashes: about 7
+#           minutes more on 2 cores. Run it after changing the build, the
+#           compiler flags or build-pgo.sh, and before quoting PGO figures.
+#   --asan  also builds the asan preset (AddressSanitizer and UBSan) and runs
+#           the unit, property and sim tiers under it: about 20 minutes more.
+#           Run it after changes to memory handling or lifetimes.
+# CI runs neither, to stay well under its 30 minutes (the PGO build took a
+# quarter of a 29-minute run). Prints each phase's wall time; ends with one
+# line "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_pgo=false
-case "${1:-}" in
-  "") ;;
-  --pgo) with_pgo=true ;;
-  -h | --help)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
-    exit 0
-    ;;
-  *)
-    echo "test.sh: unknown argument '$1' (allowed: --pgo, --help)" >&2
-    exit 2
-    ;;
-esac
+with_asan=false
+for argument in "$@"; do
+  case "$argument" in
+    --pgo) with_pgo=true ;;
+    --asan) with_asan=true ;;
+    -h | --help)
+      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      echo "test.sh: unknown argument '$argument' (allowed: --pgo, --asan, --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 # phase NAME: prints the wall time of the phase before, then starts NAME.
 phase_name=""
@@ -108,6 +115,18 @@ if $with_pgo; then
   fi
 else
   echo "== PGO build: skipped (scripts/test.sh --pgo runs it)"
+fi
+
+# Memory errors and undefined behaviour: the tiers again under ASan and UBSan
+# (a Debug build). Only with --asan.
+if $with_asan; then
+  phase "build asan"
+  echo "== build asan"
+  scripts/build.sh asan
+  phase "tests asan"
+  ctest_tier asan 'unit|property|sim'
+else
+  echo "== asan build: skipped (scripts/test.sh --asan runs it)"
 fi
 
 # The CI property gate: the regression runs, then new swarm seeds within a
