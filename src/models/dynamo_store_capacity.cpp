@@ -7,17 +7,6 @@
 
 #include "dynamo_store_internal.hpp"
 
-namespace {
-
-// Debug builds also check what the fast paths below take for granted.
-#ifdef NDEBUG
-constexpr bool kDebugChecks = false;
-#else
-constexpr bool kDebugChecks = true;
-#endif
-
-}  // namespace
-
 namespace leaseproof::models {
 
 namespace store_detail {
@@ -121,7 +110,7 @@ WriteCost DynamoStore::State::write_cost(const TableState& table, const TableKey
     // (updated_item): one that names none of the projected ones (index
     // keys included) leaves the entry as it is. ALL projects everything.
     if (changed_by != nullptr && !index.touches_projection(changed_by->plan)) {
-      LP_ASSERT_MSG(!kDebugChecks || store_detail::index_entries(index, old_item, new_item).same,
+      LP_ASSERT_MSG(!store_detail::kDebugChecks || store_detail::index_entries(index, old_item, new_item).same,
                     "an update that touches no projected attribute changed an index entry");
       continue;
     }

@@ -40,6 +40,13 @@ using dynamo::DynamoError;
 using dynamo::Item;
 using dynamo::Result;
 
+// Debug builds also check what the store's fast paths take for granted.
+#ifdef NDEBUG
+inline constexpr bool kDebugChecks = false;
+#else
+inline constexpr bool kDebugChecks = true;
+#endif
+
 // DynamoDB's documented limits.
 inline constexpr std::size_t transact_items_max = 100;
 inline constexpr std::size_t batch_write_items_max = 25;

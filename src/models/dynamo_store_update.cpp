@@ -15,13 +15,6 @@ namespace store_detail {
 
 namespace {
 
-// Debug builds also check what the fast paths below take for granted.
-#ifdef NDEBUG
-constexpr bool kDebugChecks = false;
-#else
-constexpr bool kDebugChecks = true;
-#endif
-
 std::optional<DynamoError> check_literal_index_key(const IndexState& index, const KeyAttribute& key,
                                                    const dynamo::UpdateAction& action,
                                                    const dynamo::ExpressionAttributeValues* values) {
