@@ -1,8 +1,8 @@
 #include <leaseproof/core/lease/requests.hpp>
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <leaseproof/base/integer_text.hpp>
 
 namespace leaseproof::lease {
 namespace {
@@ -230,10 +230,7 @@ std::optional<LeaseView> parse_lease(const Item& item) {
   };
   auto as_integer = [](const dynamo::AttributeValue& value) -> int64_t {
     if (!value.is(dynamo::AttributeType::n)) return 0;
-    const std::string& digits = value.text();
-    int64_t number = 0;
-    auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
-    return error == std::errc{} && end == digits.data() + digits.size() ? number : 0;
+    return parse_integer<int64_t>(value.text()).value_or(0);
   };
   for (const auto& [name, value] : item) {
     const std::string_view n = name;

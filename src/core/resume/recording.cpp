@@ -2,12 +2,11 @@
 // keeps the sink exactly-once and fenced is in one place.
 #include <leaseproof/core/resume/recording.hpp>
 
-#include <charconv>
-
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <leaseproof/base/assert.hpp>
+#include <leaseproof/base/integer_text.hpp>
 #include <leaseproof/core/lease/requests.hpp>
 
 namespace leaseproof::resume {
@@ -86,11 +85,7 @@ void check_batch(const std::vector<Message>& messages, Position previous, Positi
 std::optional<uint64_t> unsigned_number(const Item& item, const char* name) {
   auto it = item.find(name);
   if (it == item.end() || !it->second.is(dynamo::AttributeType::n)) return std::nullopt;
-  uint64_t value = 0;
-  const std::string& text = it->second.text();
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
+  return parse_integer<uint64_t>(it->second.text());
 }
 
 }  // namespace
@@ -168,10 +163,7 @@ Position checkpoint_of(const dynamo::Item& lease_item) {
   position.epoch = unsigned_number(lease_item, "stream_epoch").value_or(0);
   auto it = lease_item.find("last_seq");
   if (it != lease_item.end() && it->second.is(dynamo::AttributeType::n)) {
-    int64_t seq = 0;
-    const std::string& text = it->second.text();
-    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seq);
-    if (error == std::errc{} && end == text.data() + text.size()) position.seq = seq;
+    if (const auto seq = parse_integer<int64_t>(it->second.text())) position.seq = *seq;
   }
   return position;
 }
