@@ -79,6 +79,33 @@ TEST(LeaseManager, OneWorkerAcquiresEveryFreeConnectionAndRenewsEachHeartbeat) {
   EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
 }
 
+// Lease 8 s, margin 2 s, heartbeat 5 s: the owner's deadline is 6 s after
+// its confirmed send. Renewing at the heartbeat left 1 s for the round trip;
+// the renew now goes out a request timeout (2 s) before the deadline.
+TEST(LeaseManager, ATightHeartbeatRenewsARequestTimeoutBeforeTheDeadline) {
+  LeaseConfig tight = articles();
+  tight.lease_duration = 8_s;
+  EXPECT_EQ(tight.renew_interval(), 4_s);
+  EXPECT_EQ(articles().renew_interval(), 5_s);  // room enough: the heartbeat
+  LeaseConfig seed = seed_algorithm();
+  seed.lease_duration = 8_s;
+  EXPECT_EQ(seed.renew_interval(), 5_s);  // the articles renew every heartbeat
+
+  LeaseWorld world{tight, 1};
+  world.set_latency_jitter(600_ms);  // round trips of up to 1.2 s: more than the old 1 s of room
+  world.add_connections(5);
+  const size_t w = world.start_worker();
+  ASSERT_TRUE(world.run_until_true(30_s, [&] { return world.open_sessions(w) == 5u; }));
+  const Instant from = world.now();
+  world.run_for(120_s);
+  // One renew per connection about every 4 s (plus the round trip), none lost.
+  EXPECT_GE(world.calls(w, RequestKind::renew, from), 5 * 24);
+  EXPECT_LE(world.calls(w, RequestKind::renew, from), 5 * 31);
+  EXPECT_EQ(world.open_sessions(w), 5u);
+  EXPECT_TRUE(world.worker(w).closes.empty()) << world.worker(w).closes.size() << " sessions closed";
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
 TEST(LeaseManager, RespectsCapacityAndASecondWorkerTakesTheRest) {
   LeaseConfig config = articles();
   config.capacity = 3;

@@ -1,5 +1,7 @@
 #include <leaseproof/core/lease/config.hpp>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace leaseproof::lease {
@@ -50,6 +52,18 @@ std::string LeaseConfig::validate() const {
   }
   if (table.shards == 0 || table.shards > 1000) return fmt::format("lease.table.shards ({}) must be 1..1000", table.shards);
   return {};
+}
+
+Duration LeaseConfig::renew_interval() const {
+  if (algorithm == Algorithm::seed) return heartbeat_interval;
+  // With lease 8 s, margin 2 s and heartbeat 5 s, a renew sent at +5 s had
+  // 1 s to be confirmed before the deadline at +6 s: any slower round trip
+  // stopped the owner although nothing failed. A window of a request
+  // timeout or less cannot be helped by renewing earlier; the heartbeat
+  // stays (and the owner may stop at its deadline, as before).
+  const Duration window = lease_duration - safety_margin - request_timeout;
+  if (window <= Duration::zero()) return heartbeat_interval;
+  return std::min(heartbeat_interval, window);
 }
 
 Duration LeaseConfig::skew_tolerated() const {

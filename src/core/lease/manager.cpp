@@ -242,7 +242,7 @@ void LeaseManager::watch_to_reclaim(Slot& target, Clock now) {
 // until sent + lease - margin. Opens the session if it is not open yet.
 void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent, Clock now, Actions& out) {
   held.confirmed_sent = std::max(held.confirmed_sent, sent);
-  held.next_renew = held.confirmed_sent + config_.heartbeat_interval;
+  held.next_renew = held.confirmed_sent + config_.renew_interval();
   touch(connection);
   if (held.open || draining_) return;
   if (deadline_of(held) <= now.monotonic) {

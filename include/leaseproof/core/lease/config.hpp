@@ -67,6 +67,12 @@ struct LeaseConfig {
   Duration skew_tolerated() const;
   // Largest clock rate error (ppm) that counter mode tolerates.
   int64_t drift_ppm_tolerated() const;
+  // How long after a confirmed renew (or acquire) was sent the next renew
+  // goes out. The heartbeat, unless that would leave the renew less than a
+  // whole request timeout before the owner's deadline (lease - margin after
+  // the confirmed send): then early enough that a reply within the timeout
+  // still lands in time. The seed algorithm renews every heartbeat.
+  Duration renew_interval() const;
 };
 
 }  // namespace leaseproof::lease
