@@ -88,6 +88,20 @@ void validate_config(const scenarios::Scenario& scenario, const scenarios::RunCo
   }
 }
 
+void validate_seeds(const scenarios::Scenario& scenario, uint64_t first_seed, uint64_t count, Duration duration,
+                    const nlohmann::json& parameters) {
+  if (!scenario.validate) return;
+  scenarios::RunConfig config;
+  config.duration = duration;
+  config.parameters = parameters;
+  for (uint64_t i = 0; i < count; ++i) {
+    config.seed = first_seed + i;
+    if (std::string error = scenario.validate(config); !error.empty()) {
+      throw UsageError{fmt::format("scenario {}, seed {}: {}", scenario.name, config.seed, error)};
+    }
+  }
+}
+
 void add_parameter_flags(CLI::App* command, RunArgs& target) {
   command->add_option("--params", target.params, "Scenario parameters as a JSON object (docs/scenarios.md)")
       ->type_name("JSON");

@@ -63,6 +63,13 @@ nlohmann::json scenario_parameters(const RunArgs& args);
 // Throws UsageError with the scenario's message when it rejects the config.
 void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config);
 
+// The same for `count` seeds from `first_seed`, naming the first refused
+// seed. The swarm draws per seed (a relay, its fleet): parameters one seed
+// takes can be refused for another, so a seed range is checked whole before
+// anything runs, never discovered half-way.
+void validate_seeds(const scenarios::Scenario& scenario, uint64_t first_seed, uint64_t count, Duration duration,
+                    const nlohmann::json& parameters);
+
 // Runs `body(i)` for i in [0, count) on `jobs` threads; results land by index.
 template <typename Body>
 void parallel_for(uint64_t count, unsigned jobs, Body body) {

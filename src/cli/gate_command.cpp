@@ -226,13 +226,7 @@ int gate_command(const GateArgs& args) {
   const std::optional<Duration> budget =
       args.budget.empty() ? std::nullopt : std::optional{parse_positive_duration(args.budget, "--budget")};
   const nlohmann::json parameters = scenario_parameters(args.run);
-  {
-    scenarios::RunConfig config;
-    config.seed = first_seed;
-    config.duration = duration;
-    config.parameters = parameters;
-    validate_config(scenario, config);
-  }
+  validate_seeds(scenario, first_seed, args.seeds, duration, parameters);
   // Output files are checked before anything runs: a gate that cannot
   // report must not spend its budget first.
   for (const auto& [flag, path] : {std::pair{"--junit", &args.junit_path}, std::pair{"--regressions", &args.regressions_path}}) {

@@ -143,7 +143,7 @@ SeedRangeJob resolve_job(const DeterminismArgs& args) {
                                                   : parse_positive_duration(args.duration, "--duration");
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
   SeedRangeJob job{first_seed, last_seed, &scenario, duration, scenario_parameters(args.parameters), jobs};
-  validate_config(scenario, job.config_for(first_seed));
+  validate_seeds(scenario, first_seed, job.count(), duration, job.parameters);
   return job;
 }
 

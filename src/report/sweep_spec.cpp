@@ -156,12 +156,29 @@ bool names_unknown_field(const std::string& error) {
   return error.find("unknown field") != std::string::npos || error == "this scenario takes no parameters";
 }
 
-std::string validate_parameters(const SweepSpec& spec, const nlohmann::json& parameters) {
+std::string validate_parameters(const SweepSpec& spec, const nlohmann::json& parameters, uint64_t seed) {
   scenarios::RunConfig config;
-  config.seed = spec.first_seed;
+  config.seed = seed;
   config.duration = spec.duration;
   config.parameters = parameters;
   return spec.find_scenario().validate ? spec.find_scenario().validate(config) : std::string{};
+}
+
+std::string validate_parameters(const SweepSpec& spec, const nlohmann::json& parameters) {
+  return validate_parameters(spec, parameters, spec.first_seed);
+}
+
+// The swarm draws per seed (a relay, say): parameters its first seed takes
+// can be refused for another. Every seed of the cell is checked, so that a
+// cell runs all its seeds or none.
+std::string validate_cell(const SweepSpec& spec, const nlohmann::json& parameters) {
+  if (std::string error = validate_parameters(spec, parameters); !error.empty()) return error;
+  for (uint64_t seed = spec.first_seed + 1; seed < spec.first_seed + spec.seeds; ++seed) {
+    if (std::string error = validate_parameters(spec, parameters, seed); !error.empty()) {
+      return fmt::format("seed {}: {}", seed, error);
+    }
+  }
+  return {};
 }
 
 void check_axis_values(const SweepSpec& spec, const SweepAxis& axis, std::string_view where) {
@@ -401,7 +418,7 @@ std::vector<SweepCell> expand_cells(const SweepSpec& spec) {
     for (size_t a = 0; a < spec.axes.size(); ++a) {  // after the heartbeat axis, whatever the order
       if (spec.axes[a].name == "ratio") apply_derived_axis(spec, spec.axes[a], cell.values[a], cell.parameters);
     }
-    cell.invalid = validate_parameters(spec, cell.parameters);
+    cell.invalid = validate_cell(spec, cell.parameters);
     cells.push_back(std::move(cell));
   }
   return cells;

@@ -1,6 +1,7 @@
 // The named lease scenarios.
 #include <leaseproof/scenarios/lease.hpp>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -229,6 +230,8 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
 
 namespace {
 
+constexpr uint32_t kWorkersMax = 1000;  // LeaseScenarioOptions::validate's bound
+
 // The swarm's faults are drawn for its own fleet (3-5 workers, 50
 // connections) and heal time; parameters may give fewer workers or
 // connections, or an earlier heal. Drawn faults (those the parameters do not
@@ -238,6 +241,16 @@ namespace {
 void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& o) {
   const Duration heal = o.healed_at();
   const auto given = [&](const char* field) { return parameters.contains(field); };
+  // A fault the parameters give keeps its worker: the drawn fleet grows to
+  // include it (otherwise a fault naming worker 4 would be valid for the
+  // seeds that draw 5 workers and refused for the others).
+  if (!given("workers")) {
+    for (const auto* faults : {&o.pauses, &o.partitions, &o.clock_steps}) {
+      for (const WorkerFault& f : *faults) {
+        if (f.worker < kWorkersMax) o.workers = std::max(o.workers, f.worker + 1);
+      }
+    }
+  }
   const nlohmann::json no_stream = nlohmann::json::object();
   const nlohmann::json& stream = parameters.contains("stream") && parameters["stream"].is_object() ? parameters["stream"]
                                                                                                      : no_stream;

@@ -64,6 +64,11 @@ case $case_name in
     expect_usage "--budget: '0s' must be longer than zero" --budget 0s
     expect_usage "--first-seed: 'x'" --first-seed x
     expect_usage "heartbeat" --scenario lease-crash --params '{"heartbeat":"30s","lease":"20s"}'
+    # Valid for seed 3 (no relay drawn), refused for seed 4 (a relay: 4 hops
+    # of 900 ms outlast the pong timeout): every seed is checked before any
+    # runs (this aborted on an assertion half-way through the gate).
+    expect_usage "seed 4: stream.pong_timeout (3s)" --seeds 40 --first-seed 3 \
+      --params '{"latency":"900ms","stream":{"pong_timeout":"3s"}}'
     ;;
   *) fail "unknown case $case_name" ;;
 esac

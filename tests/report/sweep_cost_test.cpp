@@ -111,6 +111,24 @@ TEST(SweepSpec, InvalidCellsAreReportedWithTheScenariosMessage) {
   EXPECT_NE(cells[2].invalid.find("heartbeat"), std::string::npos) << cells[2].invalid;
 }
 
+// The swarm draws a relay for some seeds: 900 ms of latency over its 4 hops
+// outlasts a 3 s pong timeout there only. Seed 3 draws none, seed 4 one: the
+// cell is refused whole, naming the seed, instead of aborting half-way.
+TEST(SweepSpec, ACellIsCheckedForEverySeedNotOnlyTheFirst) {
+  nlohmann::json json = nlohmann::json::parse(R"({
+    "scenario": "lease-swarm", "duration": "2m", "seeds": 2, "first_seed": 3,
+    "base": {"latency": "900ms", "stream": {"pong_timeout": "3s"}},
+    "axes": [{"name": "heartbeat", "values": ["5s"]}]
+  })");
+  std::vector<SweepCell> cells = expand_cells(parse_sweep_spec(json));
+  ASSERT_EQ(cells.size(), 1u);
+  EXPECT_FALSE(cells[0].valid());
+  EXPECT_EQ(cells[0].invalid.rfind("seed 4: stream.pong_timeout (3s)", 0), 0u) << cells[0].invalid;
+  json["seeds"] = 1;  // seed 3 alone takes these parameters
+  cells = expand_cells(parse_sweep_spec(json));
+  EXPECT_TRUE(cells[0].valid()) << cells[0].invalid;
+}
+
 TEST(SweepSpec, DerivedAxesSetTheLeaseAndAPause) {
   nlohmann::json json = small_spec();
   json["axes"] = nlohmann::json::parse(R"([{"name": "heartbeat", "values": ["2.5s"]},

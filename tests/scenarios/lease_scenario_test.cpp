@@ -154,6 +154,38 @@ TEST(LeaseScenario, SwarmFaultsFitTheFleetAndHealTimeTheParametersGive) {
             "a stop names connection 7 but there are 3 connections");
 }
 
+// A fault the parameters give names a worker the swarm may not have drawn (it
+// draws 3-5): the fleet grows to include it, for every seed, and the drawn
+// fleet is left as it was otherwise (before, a fault naming worker 3 was
+// refused for the seeds that drew 3 workers: a gate aborted half-way).
+TEST(LeaseScenario, SwarmFleetGrowsToIncludeTheWorkersGivenFaultsName) {
+  const json named = {{"partitions", json::array({{{"worker", 3}, {"at", "1m"}, {"length", "40s"}}})},
+                      {"pauses", json::array({{{"worker", 4}, {"at", "2m"}, {"length", "25s"}}})}};
+  size_t grown = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    RunConfig config;
+    config.seed = seed;
+    config.parameters = named;
+    LeaseScenarioOptions options;
+    ASSERT_EQ(derive_lease_options("lease-swarm", config, options), "") << "seed " << seed;
+    RunConfig plain;
+    plain.seed = seed;
+    LeaseScenarioOptions drawn;
+    ASSERT_EQ(derive_lease_options("lease-swarm", plain, drawn), "");
+    EXPECT_EQ(options.workers, std::max(drawn.workers, 5u)) << "seed " << seed;
+    grown += options.workers > drawn.workers ? 1 : 0;
+  }
+  EXPECT_GT(grown, 0u);  // some seeds drew fewer than 5 workers
+  // Given the fleet size, a fault outside it is refused as before.
+  RunConfig fixed;
+  fixed.seed = 1;
+  fixed.parameters = named;
+  fixed.parameters["workers"] = 4;
+  LeaseScenarioOptions options;
+  EXPECT_EQ(derive_lease_options("lease-swarm", fixed, options),
+            "a fault names worker 4 but there are 4 workers (0..3)");
+}
+
 // The articles' algorithm: a worker whose clock runs 16 s fast (lease 20 s,
 // heartbeat 5 s) takes leases that are still held: the checker catches it.
 TEST(LeaseScenario, SeedAlgorithmBreaksWithAClock16SecondsFast) {
