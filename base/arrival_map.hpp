@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/time.hpp>
+#include "base/assert.hpp"
+#include "base/lex_compare.hpp"
+#include "base/time.hpp"
 
 namespace leaseproof {
 

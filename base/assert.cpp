@@ -1,4 +1,4 @@
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 #include <cstdio>
 #include <cstdlib>

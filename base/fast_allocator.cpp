@@ -1,7 +1,7 @@
 // A small-object allocator for the simulator's executables, after
 // FoundationDB's FastAllocator: the global operator new and delete of an
 // executable that links this file (the leaseproof CLI and the benchmarks, see
-// src/base/CMakeLists.txt) take blocks of up to 512 bytes from per-thread free
+// base/CMakeLists.txt) take blocks of up to 512 bytes from per-thread free
 // lists, one per 16-byte size class, instead of from malloc.
 //
 // Why: a simulated run allocates about two blocks per trace event (requests,
@@ -39,7 +39,7 @@
 #include <mutex>
 #include <new>
 
-#include <leaseproof/base/fast_allocator.hpp>
+#include "base/fast_allocator.hpp"
 
 namespace leaseproof::fast_allocator {
 namespace {

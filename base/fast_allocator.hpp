@@ -1,6 +1,6 @@
 #pragma once
 // The small-object allocator that replaces the global operator new and delete
-// of the executables linking leaseproof::fast_allocator (src/base/fast_allocator.cpp).
+// of the executables linking leaseproof::fast_allocator (base/fast_allocator.cpp).
 
 namespace leaseproof::fast_allocator {
 

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof {
 

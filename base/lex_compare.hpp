@@ -13,7 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <leaseproof/base/bytes.hpp>
+#include "base/bytes.hpp"
 
 namespace leaseproof {
 

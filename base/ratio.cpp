@@ -1,4 +1,4 @@
-#include <leaseproof/base/ratio.hpp>
+#include "base/ratio.hpp"
 
 #include <charconv>
 

@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/uint128.hpp>
+#include "base/assert.hpp"
+#include "base/uint128.hpp"
 
 namespace leaseproof {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 #include <array>
 #include <cstdlib>

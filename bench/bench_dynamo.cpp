@@ -14,11 +14,11 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/runtime/dynamo_http_client.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "core/dynamo/codec.hpp"
+#include "core/lease/requests.hpp"
+#include "models/dynamo_store.hpp"
+#include "runtime/dynamo_http_client.hpp"
+#include "sim/clock.hpp"
 
 namespace leaseproof {
 namespace {

@@ -3,10 +3,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/prng.hpp>
-#include <leaseproof/sim/scheduler.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "scenarios/scenario.hpp"
+#include "sim/prng.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::sim {
 namespace {

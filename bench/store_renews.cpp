@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "base/assert.hpp"
+#include "core/lease/requests.hpp"
+#include "models/dynamo_store.hpp"
+#include "sim/clock.hpp"
 
 int main(int argc, char** argv) {
   using namespace leaseproof;

@@ -1,4 +1,4 @@
-#include "cli_common.hpp"
+#include "cli/cli_common.hpp"
 
 #include <charconv>
 #include <fstream>

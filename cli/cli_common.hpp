@@ -16,10 +16,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/time.hpp"
+#include "scenarios/scenario.hpp"
 
-#include "dynamo_command.hpp"  // UsageError
+#include "cli/dynamo_command.hpp"  // UsageError
 
 namespace leaseproof::cli {
 

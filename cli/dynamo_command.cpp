@@ -2,17 +2,17 @@
 // replay file (docs/dynamo-fidelity.md) to a fresh simulated table with faults
 // off, or sends it to a real endpoint, or both, comparing the answers.
 
-#include "dynamo_command.hpp"
+#include "cli/dynamo_command.hpp"
 
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/models/dynamo_wire.hpp>
-#include <leaseproof/runtime/dynamo_http_client.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "core/dynamo/codec.hpp"
+#include "models/dynamo_wire.hpp"
+#include "runtime/dynamo_http_client.hpp"
+#include "sim/clock.hpp"
 
 namespace leaseproof::cli {
 namespace {

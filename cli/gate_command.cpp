@@ -3,7 +3,7 @@
 // on any violation. Writes JUnit XML for CI systems and appends new failures
 // to the regression file, so a seed that failed once is re-run forever.
 
-#include "gate_command.hpp"
+#include "cli/gate_command.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/report/markup.hpp>
+#include "base/time.hpp"
+#include "reports/markup.hpp"
 
 namespace leaseproof::cli {
 

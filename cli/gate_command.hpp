@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli_common.hpp"
+#include "cli/cli_common.hpp"
 
 namespace leaseproof::cli {
 

@@ -17,16 +17,16 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <leaseproof/scenarios/scenario.hpp>
+#include "scenarios/scenario.hpp"
 
-#include "cli_common.hpp"
-#include "dynamo_command.hpp"
-#include "gate_command.hpp"
-#include "replay_command.hpp"
-#include "report_commands.hpp"
-#include "shrink_command.hpp"
-#include "sweep_command.hpp"
-#include <leaseproof/sim/trace.hpp>
+#include "cli/cli_common.hpp"
+#include "cli/dynamo_command.hpp"
+#include "cli/gate_command.hpp"
+#include "cli/replay_command.hpp"
+#include "cli/report_commands.hpp"
+#include "cli/shrink_command.hpp"
+#include "cli/sweep_command.hpp"
+#include "sim/trace.hpp"
 
 namespace {
 

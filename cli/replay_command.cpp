@@ -2,16 +2,16 @@
 // prints the events before it as JSON lines (docs/trace-format.md), the event
 // itself, and for lease scenarios who acts as owner of which connection.
 
-#include "replay_command.hpp"
+#include "cli/replay_command.hpp"
 
 #include <charconv>
 #include <cstdio>
 
 #include <fmt/format.h>
 
-#include <leaseproof/scenarios/replay.hpp>
+#include "scenarios/replay.hpp"
 
-#include "cli_common.hpp"
+#include "cli/cli_common.hpp"
 
 namespace leaseproof::cli {
 

@@ -1,14 +1,14 @@
-#include "report_commands.hpp"
+#include "cli/report_commands.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <leaseproof/report/timeline.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "reports/timeline.hpp"
+#include "sim/trace.hpp"
 #include <utility>
 #include <vector>
 
-#include "dynamo_command.hpp"  // UsageError
+#include "cli/dynamo_command.hpp"  // UsageError
 
 namespace leaseproof::cli {
 

@@ -1,9 +1,9 @@
 #pragma once
-// The CLI's side of the reports for people (src/report): `run --perfetto FILE`
+// The CLI's side of the reports for people (reports/): `run --perfetto FILE`
 // and `timeline`. Each runs the scenario as `run` does, with an observer.
 
-#include <leaseproof/report/perfetto.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "reports/perfetto.hpp"
+#include "scenarios/scenario.hpp"
 #include <memory>
 #include <string>
 

@@ -2,7 +2,7 @@
 // variants of it while the same property still fails; prints each step, the
 // smallest run's reproduce line, its faults and its violation.
 
-#include "shrink_command.hpp"
+#include "cli/shrink_command.hpp"
 
 #include <charconv>
 #include <chrono>
@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/shrink.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "scenarios/lease.hpp"
+#include "scenarios/shrink.hpp"
+#include "sim/trace.hpp"
 
-#include "cli_common.hpp"
+#include "cli/cli_common.hpp"
 
 namespace leaseproof::cli {
 

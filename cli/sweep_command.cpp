@@ -2,7 +2,7 @@
 // report/sweep. Wall-clock figures (progress, seeds per second, the time a
 // sweep took) go to the terminal only, never into the report files, whose
 // bytes depend on the spec and the seeds alone.
-#include "sweep_command.hpp"
+#include "cli/sweep_command.hpp"
 
 #include <unistd.h>
 
@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/report/sweep.hpp>
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep.hpp"
+#include "reports/sweep_report.hpp"
 
-#include "cli_common.hpp"
+#include "cli/cli_common.hpp"
 
 namespace leaseproof::cli {
 

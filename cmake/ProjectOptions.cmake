@@ -53,16 +53,25 @@ elseif(NOT LEASEPROOF_PGO STREQUAL "OFF")
 endif()
 
 # Every project target links this one; it carries warnings, sanitizers and
-# PGO, and the include root for public headers (<leaseproof/layer/x.hpp>).
+# PGO, and the include root: headers are included by their path from the
+# repository root ("core/lease/manager.hpp"). Only inside this build: an
+# installed library carries none of it (cmake/Install.cmake).
 add_library(leaseproof_project INTERFACE)
 target_link_libraries(leaseproof_project INTERFACE leaseproof_warnings leaseproof_sanitizers leaseproof_pgo)
-target_include_directories(leaseproof_project INTERFACE ${PROJECT_SOURCE_DIR}/include)
+target_include_directories(leaseproof_project INTERFACE ${PROJECT_SOURCE_DIR})
 
-# leaseproof_library(NAME SOURCES... DEPENDS ...) declares leaseproof_NAME with
-# the alias leaseproof::NAME.
+# leaseproof_library(NAME SOURCES... [HEADERS...] DEPENDS ...) declares
+# leaseproof_NAME with the alias leaseproof::NAME. HEADERS are the layer's
+# public headers, installed (for the layers cmake/Install.cmake exports) under
+# include/leaseproof/ with their path from the repository root.
 function(leaseproof_library name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS;DEPENDS" ${ARGN})
   add_library(leaseproof_${name} STATIC ${ARG_SOURCES})
   add_library(leaseproof::${name} ALIAS leaseproof_${name})
-  target_link_libraries(leaseproof_${name} PUBLIC leaseproof_project ${ARG_DEPENDS})
+  set_target_properties(leaseproof_${name} PROPERTIES EXPORT_NAME ${name})
+  target_link_libraries(leaseproof_${name} PUBLIC $<BUILD_INTERFACE:leaseproof_project> ${ARG_DEPENDS})
+  if(ARG_HEADERS)
+    target_sources(leaseproof_${name} PUBLIC
+      FILE_SET HEADERS BASE_DIRS ${PROJECT_SOURCE_DIR} FILES ${ARG_HEADERS})
+  endif()
 endfunction()

@@ -1,4 +1,4 @@
-#include <leaseproof/models/autoscaler.hpp>
+#include "models/autoscaler.hpp"
 
 #include <algorithm>
 #include <vector>

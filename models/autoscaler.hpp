@@ -31,9 +31,9 @@
 #include <deque>
 #include <string>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/models/fleet.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/time.hpp"
+#include "models/fleet.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

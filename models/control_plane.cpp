@@ -1,8 +1,8 @@
-#include <leaseproof/models/control_plane.hpp>
+#include "models/control_plane.hpp"
 
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/models/dynamo_node.hpp>
-#include <leaseproof/models/sqs.hpp>
+#include "core/lease/requests.hpp"
+#include "models/dynamo_node.hpp"
+#include "models/sqs.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "core/lease/config.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

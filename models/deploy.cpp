@@ -1,4 +1,4 @@
-#include <leaseproof/models/deploy.hpp>
+#include "models/deploy.hpp"
 
 #include <algorithm>
 #include <set>

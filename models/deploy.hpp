@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/models/fleet.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/time.hpp"
+#include "models/fleet.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

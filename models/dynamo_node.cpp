@@ -1,6 +1,6 @@
-#include <leaseproof/models/dynamo_node.hpp>
+#include "models/dynamo_node.hpp"
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
+#include "core/dynamo/attribute_value.hpp"
 
 namespace leaseproof::models {
 namespace {

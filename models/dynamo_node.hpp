@@ -10,9 +10,9 @@
 #include <functional>
 #include <string_view>
 
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "core/dynamo/types.hpp"
+#include "models/dynamo_store.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

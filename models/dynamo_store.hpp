@@ -22,11 +22,11 @@
 #include <string>
 #include <string_view>
 
-#include <leaseproof/base/ratio.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/core/dynamo/error.hpp>
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/sim/prng.hpp>
+#include "base/ratio.hpp"
+#include "base/time.hpp"
+#include "core/dynamo/error.hpp"
+#include "core/dynamo/types.hpp"
+#include "sim/prng.hpp"
 
 namespace leaseproof::models {
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "dynamo_store_internal.hpp"
+#include "models/dynamo_store_internal.hpp"
 
 namespace leaseproof::models {
 

@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/arrival_map.hpp>
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/sim/prng.hpp>
+#include "base/arrival_map.hpp"
+#include "base/assert.hpp"
+#include "base/lex_compare.hpp"
+#include "core/dynamo/expression.hpp"
+#include "models/dynamo_store.hpp"
+#include "sim/prng.hpp"
 
 // Propagates the error of a Result-returning expression, else binds its value.
 #define LP_STORE_TRY(target, expression)                                  \

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/bytes.hpp>
-#include <leaseproof/core/dynamo/decimal.hpp>
+#include "base/bytes.hpp"
+#include "core/dynamo/decimal.hpp"
 
-#include "dynamo_store_internal.hpp"
+#include "models/dynamo_store_internal.hpp"
 
 namespace leaseproof::models {
 

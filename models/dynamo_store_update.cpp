@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/decimal.hpp>
+#include "core/dynamo/decimal.hpp"
 
-#include "dynamo_store_internal.hpp"
+#include "models/dynamo_store_internal.hpp"
 
 namespace leaseproof::models {
 

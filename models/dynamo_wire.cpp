@@ -1,10 +1,10 @@
-#include <leaseproof/models/dynamo_wire.hpp>
+#include "models/dynamo_wire.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
+#include "core/dynamo/codec.hpp"
 
 namespace leaseproof::models {
 

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
+#include "base/time.hpp"
+#include "models/dynamo_store.hpp"
 
 namespace leaseproof::models {
 

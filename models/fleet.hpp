@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/ids.hpp"
+#include "base/time.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/models/sqs.hpp>
+#include "models/sqs.hpp"
 
 #include <algorithm>
 #include <memory>

@@ -59,8 +59,8 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/time.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

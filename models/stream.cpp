@@ -1,6 +1,6 @@
 // Streaming in the simulation: the WebSocket transport, the hub node, the
 // relay and the subscriber pool (stream.hpp).
-#include <leaseproof/models/stream.hpp>
+#include "models/stream.hpp"
 
 #include <algorithm>
 #include <iterator>

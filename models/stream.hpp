@@ -20,11 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/random.hpp>
-#include <leaseproof/core/resume/client.hpp>
-#include <leaseproof/core/resume/hub.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/lex_compare.hpp"
+#include "base/random.hpp"
+#include "core/resume/client.hpp"
+#include "core/resume/hub.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

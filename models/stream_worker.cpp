@@ -1,14 +1,14 @@
 // The worker's streams: one core StreamSession (core/resume/session.hpp) per
 // open lease session, its WebSocket to the hub, and its sink writes to
 // DynamoDB. The trace events written here are in docs/trace-format.md.
-#include <leaseproof/models/worker.hpp>
+#include "models/worker.hpp"
 
 #include <iterator>
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <leaseproof/models/dynamo_node.hpp>
+#include "models/dynamo_node.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -1,12 +1,12 @@
-#include <leaseproof/models/worker.hpp>
+#include "models/worker.hpp"
 
 #include <iterator>
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <leaseproof/models/dynamo_node.hpp>
-#include <leaseproof/models/sqs.hpp>
+#include "models/dynamo_node.hpp"
+#include "models/sqs.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -14,15 +14,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/random.hpp>
-#include <leaseproof/base/wakeup_queue.hpp>
-#include <leaseproof/core/lease/manager.hpp>
-#include <leaseproof/core/resume/session.hpp>
-#include <leaseproof/models/sqs.hpp>
-#include <leaseproof/models/stream.hpp>
-#include <leaseproof/sim/faults.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/lex_compare.hpp"
+#include "base/random.hpp"
+#include "base/wakeup_queue.hpp"
+#include "core/lease/manager.hpp"
+#include "core/resume/session.hpp"
+#include "models/sqs.hpp"
+#include "models/stream.hpp"
+#include "sim/faults.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 

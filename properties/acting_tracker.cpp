@@ -1,12 +1,12 @@
-#include <leaseproof/properties/lease_checkers.hpp>
+#include "properties/lease_checkers.hpp"
 
 #include <utility>
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
-#include "lease_text.hpp"
+#include "properties/lease_text.hpp"
 
 namespace leaseproof::properties {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/properties/lease_checkers.hpp>
+#include "properties/lease_checkers.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "base/assert.hpp"
+#include "sim/clock.hpp"
 
-#include "lease_text.hpp"
+#include "properties/lease_text.hpp"
 
 namespace leaseproof::properties {
 

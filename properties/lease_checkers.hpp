@@ -26,11 +26,11 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/assert.hpp"
+#include "base/lex_compare.hpp"
+#include "base/ids.hpp"
+#include "base/time.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::properties {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Text helpers shared by the lease checkers (private to src/properties).
+// Text helpers shared by the lease checkers (private to properties/).
 
 #include <array>
 #include <cstddef>
@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/properties/lease_checkers.hpp>
+#include "base/assert.hpp"
+#include "base/ids.hpp"
+#include "base/time.hpp"
+#include "properties/lease_checkers.hpp"
 
 namespace leaseproof::properties::text {
 

@@ -1,13 +1,13 @@
-#include <leaseproof/properties/lease_checkers.hpp>
+#include "properties/lease_checkers.hpp"
 
 #include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
-#include "lease_text.hpp"
+#include "properties/lease_text.hpp"
 
 namespace leaseproof::properties {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/properties/sim_invariants.hpp>
+#include "properties/sim_invariants.hpp"
 
 #include <fmt/format.h>
 

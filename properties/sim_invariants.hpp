@@ -14,7 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include <leaseproof/sim/trace.hpp>
+#include "sim/trace.hpp"
 
 namespace leaseproof::properties {
 

@@ -1,11 +1,11 @@
-#include <leaseproof/properties/stream_checkers.hpp>
+#include "properties/stream_checkers.hpp"
 
 #include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
 
-#include "lease_text.hpp"
+#include "properties/lease_text.hpp"
 
 namespace leaseproof::properties {
 

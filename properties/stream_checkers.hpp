@@ -28,10 +28,10 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/ids.hpp"
+#include "base/lex_compare.hpp"
+#include "base/time.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::properties {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/report/cost.hpp>
+#include "reports/cost.hpp"
 
 namespace leaseproof::report {
 

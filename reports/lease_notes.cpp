@@ -1,4 +1,4 @@
-#include "lease_notes.hpp"
+#include "reports/lease_notes.hpp"
 
 #include <fmt/format.h>
 

@@ -1,13 +1,13 @@
 #pragma once
 // Reading the lease simulation's notes (docs/trace-format.md, "Lease events")
 // for the reports: which connection a note is about, and lease requests
-// paired with what became of them. Private to src/report.
+// paired with what became of them. Private to reports/.
 
 #include <cstdint>
 #include <deque>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/ids.hpp"
+#include "base/time.hpp"
+#include "sim/trace.hpp"
 #include <optional>
 #include <string>
 #include <string_view>

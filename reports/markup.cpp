@@ -1,4 +1,4 @@
-#include <leaseproof/report/markup.hpp>
+#include "reports/markup.hpp"
 
 namespace leaseproof::report {
 

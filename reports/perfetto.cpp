@@ -6,17 +6,17 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/models/dynamo_node.hpp>
-#include <leaseproof/report/perfetto.hpp>
+#include "base/assert.hpp"
+#include "models/dynamo_node.hpp"
+#include "reports/perfetto.hpp"
 #include <limits>
 #include <optional>
 #include <ostream>
 #include <string_view>
 
-#include "lease_notes.hpp"
-#include "perfetto_tracks.hpp"
-#include "trace_event_writer.hpp"
+#include "reports/lease_notes.hpp"
+#include "reports/perfetto_tracks.hpp"
+#include "reports/trace_event_writer.hpp"
 
 namespace leaseproof::report {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <fstream>
 #include <iosfwd>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/time.hpp"
+#include "sim/trace.hpp"
 #include <map>
 #include <memory>
 #include <string>

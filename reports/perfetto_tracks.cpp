@@ -1,9 +1,9 @@
-#include "perfetto_tracks.hpp"
+#include "reports/perfetto_tracks.hpp"
 
 #include <fmt/format.h>
 
 #include <charconv>
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 #include <optional>
 
 namespace leaseproof::report {

@@ -1,6 +1,6 @@
 #pragma once
 // Which Perfetto process and track each thing goes to, with the metadata that
-// names them written on first use. Private to src/report.
+// names them written on first use. Private to reports/.
 //
 //   pid 1        "network": drops, partitions and clogs per directed link,
 //                message rates, and world events (autoscaler, deploy)
@@ -13,15 +13,15 @@
 // 2^31 (Perfetto's importer mishandles larger ones).
 
 #include <cstdint>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/ids.hpp"
+#include "sim/trace.hpp"
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "trace_event_writer.hpp"
+#include "reports/trace_event_writer.hpp"
 
 namespace leaseproof::report {
 

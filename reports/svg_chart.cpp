@@ -1,4 +1,4 @@
-#include "svg_chart.hpp"
+#include "reports/svg_chart.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/report/markup.hpp>
+#include "reports/markup.hpp"
 
 namespace leaseproof::report::svg {
 

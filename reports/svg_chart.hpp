@@ -2,7 +2,7 @@
 // Small inline SVG charts for the sweep's HTML page: scatter and line charts
 // with linear axes and "nice" ticks, and the ownership timeline. No scripts
 // and no external resources: the page is one file that renders anywhere.
-// Private to src/report.
+// Private to reports/.
 
 #include <optional>
 #include <string>

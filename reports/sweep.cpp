@@ -1,6 +1,6 @@
 // Running a sweep (all of it, or one shard) on several threads, its raw
 // records as JSON, and merging the raw records of shards.
-#include <leaseproof/report/sweep.hpp>
+#include "reports/sweep.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "scenarios/scenario.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::report {
 

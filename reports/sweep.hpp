@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/report/cost.hpp>
+#include "base/time.hpp"
+#include "reports/cost.hpp"
 
 namespace leaseproof::scenarios {
 struct Scenario;

@@ -1,6 +1,6 @@
 // sweep.html: one self-contained page (inline CSS and SVG, no scripts, no
 // external resources) with the recommendation, four charts and the tables.
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 #include <algorithm>
 #include <map>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "svg_chart.hpp"
-#include "sweep_text.hpp"
+#include "reports/svg_chart.hpp"
+#include "reports/sweep_text.hpp"
 
 namespace leaseproof::report {
 

@@ -1,9 +1,9 @@
 // sweep.md: the sweep for people reading it in a repository or a CI log.
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 #include <fmt/format.h>
 
-#include "sweep_text.hpp"
+#include "reports/sweep_text.hpp"
 
 namespace leaseproof::report {
 

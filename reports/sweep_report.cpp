@@ -1,7 +1,7 @@
 // The sweep's report files other than the HTML page: sweep.json (raw
 // records and derived figures), sweep.csv (a row per cell), sweep.md; and
 // writing them so that no reader ever sees half a report.
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 #include <filesystem>
 #include <fstream>

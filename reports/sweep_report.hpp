@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/report/cost.hpp>
-#include <leaseproof/report/sweep.hpp>
+#include "reports/cost.hpp"
+#include "reports/sweep.hpp"
 
 namespace leaseproof::report {
 

@@ -1,6 +1,6 @@
 // The sweep spec: parsing (every error names its field), the cartesian
 // product of the axes into cells, and shards.
-#include <leaseproof/report/sweep.hpp>
+#include "reports/sweep.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/assert.hpp"
+#include "scenarios/lease.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::report {
 

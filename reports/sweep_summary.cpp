@@ -1,6 +1,6 @@
 // A sweep's derived figures, computed from its raw records alone, always in
 // cell and seed order, so that the same records give the same bytes.
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/lease.hpp>
+#include "base/assert.hpp"
+#include "scenarios/lease.hpp"
 
 namespace leaseproof::report {
 

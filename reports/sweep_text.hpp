@@ -1,7 +1,7 @@
 #pragma once
 // Number and label formatting shared by the sweep's Markdown and HTML
 // reports, so that both say the same thing the same way. Private to
-// src/report.
+// reports/.
 
 #include <optional>
 #include <string>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 namespace leaseproof::report::text {
 

@@ -2,15 +2,15 @@
 // observed (lease.open / lease.close notes and the workers' faults,
 // docs/trace-format.md). Observers never change the run, so this is the run
 // the sweep's record describes.
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/sweep_report.hpp"
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "scenarios/scenario.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::report {
 

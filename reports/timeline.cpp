@@ -1,11 +1,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/report/timeline.hpp>
+#include "base/assert.hpp"
+#include "reports/timeline.hpp"
 #include <utility>
 
-#include "lease_notes.hpp"
+#include "reports/lease_notes.hpp"
 
 namespace leaseproof::report {
 

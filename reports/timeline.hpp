@@ -7,9 +7,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/ids.hpp"
+#include "base/time.hpp"
+#include "sim/trace.hpp"
 #include <map>
 #include <optional>
 #include <set>

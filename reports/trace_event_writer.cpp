@@ -1,9 +1,9 @@
-#include "trace_event_writer.hpp"
+#include "reports/trace_event_writer.hpp"
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/assert.hpp"
+#include "sim/trace.hpp"
 #include <ostream>
 
 namespace leaseproof::report {

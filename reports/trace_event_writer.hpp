@@ -1,15 +1,15 @@
 #pragma once
 // The Chrome / Perfetto Trace Event Format at its lowest level: one JSON
 // object per line inside {"traceEvents":[...]}, written as they come (the
-// format does not need events sorted). Private to src/report; the mapping
+// format does not need events sorted). Private to reports/; the mapping
 // from simulation events to tracks is in perfetto.cpp.
 
 #include <cstdint>
 #include <iosfwd>
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 #include <string>
 
-#include <leaseproof/sim/trace.hpp>
+#include "sim/trace.hpp"
 #include <string_view>
 
 namespace leaseproof::report {

@@ -1,4 +1,4 @@
-#include <leaseproof/runtime/dynamo_http_client.hpp>
+#include "runtime/dynamo_http_client.hpp"
 
 #include <chrono>
 #include <thread>
@@ -20,7 +20,7 @@
 #include <boost/url/parse.hpp>
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::runtime {
 namespace {

@@ -26,7 +26,7 @@
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 namespace leaseproof::runtime {
 

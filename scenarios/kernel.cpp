@@ -1,10 +1,10 @@
-#include <leaseproof/scenarios/kernel.hpp>
+#include "scenarios/kernel.hpp"
 
 #include <memory>
 
 #include <fmt/format.h>
 
-#include <leaseproof/properties/sim_invariants.hpp>
+#include "properties/sim_invariants.hpp"
 
 namespace leaseproof::scenarios {
 namespace {

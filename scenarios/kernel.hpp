@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/clock.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/time.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/clock.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -1,5 +1,5 @@
 // The lease fleet simulation: world building, fault schedule, checks.
-#include <leaseproof/scenarios/lease.hpp>
+#include "scenarios/lease.hpp"
 
 #include <algorithm>
 #include <map>
@@ -9,19 +9,19 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/models/autoscaler.hpp>
-#include <leaseproof/models/control_plane.hpp>
-#include <leaseproof/models/deploy.hpp>
-#include <leaseproof/models/dynamo_node.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/models/fleet.hpp>
-#include <leaseproof/models/sqs.hpp>
-#include <leaseproof/models/stream.hpp>
-#include <leaseproof/models/worker.hpp>
-#include <leaseproof/properties/lease_checkers.hpp>
-#include <leaseproof/properties/stream_checkers.hpp>
-#include <leaseproof/properties/sim_invariants.hpp>
+#include "base/lex_compare.hpp"
+#include "models/autoscaler.hpp"
+#include "models/control_plane.hpp"
+#include "models/deploy.hpp"
+#include "models/dynamo_node.hpp"
+#include "models/dynamo_store.hpp"
+#include "models/fleet.hpp"
+#include "models/sqs.hpp"
+#include "models/stream.hpp"
+#include "models/worker.hpp"
+#include "properties/lease_checkers.hpp"
+#include "properties/stream_checkers.hpp"
+#include "properties/sim_invariants.hpp"
 
 namespace leaseproof::scenarios {
 namespace {

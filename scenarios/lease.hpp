@@ -13,13 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/ratio.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/resume/client.hpp>
-#include <leaseproof/core/resume/hub.hpp>
-#include <leaseproof/core/resume/recording.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/ratio.hpp"
+#include "base/time.hpp"
+#include "core/lease/config.hpp"
+#include "core/resume/client.hpp"
+#include "core/resume/hub.hpp"
+#include "core/resume/recording.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios {
 

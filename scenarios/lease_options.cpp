@@ -1,12 +1,12 @@
 // Options of the lease scenarios: validation, description, JSON parameters and
 // the named presets.
-#include <leaseproof/scenarios/lease.hpp>
+#include "scenarios/lease.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include <leaseproof/sim/prng.hpp>
+#include "sim/prng.hpp"
 
 namespace leaseproof::scenarios {
 

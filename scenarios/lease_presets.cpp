@@ -1,11 +1,11 @@
 // The named lease scenarios.
-#include <leaseproof/scenarios/lease.hpp>
+#include "scenarios/lease.hpp"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include <leaseproof/sim/prng.hpp>
+#include "sim/prng.hpp"
 
 namespace leaseproof::scenarios {
 namespace {

@@ -1,7 +1,7 @@
 // Replaying a run up to a chosen event (docs/shrink-and-replay.md): an
 // observer keeps the last events and follows ownership as the checkers do;
 // at the stop it describes the state and asks the world to stop.
-#include <leaseproof/scenarios/replay.hpp>
+#include "scenarios/replay.hpp"
 
 #include <algorithm>
 #include <map>
@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/properties/lease_checkers.hpp>
-#include <leaseproof/scenarios/shrink.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "base/assert.hpp"
+#include "properties/lease_checkers.hpp"
+#include "scenarios/shrink.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/time.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -1,14 +1,14 @@
-#include <leaseproof/scenarios/scenario.hpp>
+#include "scenarios/scenario.hpp"
 
 #include <array>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include <leaseproof/scenarios/kernel.hpp>
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/stream_lab.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "scenarios/kernel.hpp"
+#include "scenarios/lease.hpp"
+#include "scenarios/stream_lab.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 namespace leaseproof::sim {
 class Trace;

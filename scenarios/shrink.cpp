@@ -1,7 +1,7 @@
 // Shrinking a failing lease run: candidates in a fixed order, the first that
 // still fails the property is taken, greedy to a fixpoint
 // (docs/shrink-and-replay.md).
-#include <leaseproof/scenarios/shrink.hpp>
+#include "scenarios/shrink.hpp"
 
 #include <algorithm>
 #include <map>
@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -15,8 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "scenarios/lease.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios {
 

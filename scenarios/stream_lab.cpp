@@ -1,14 +1,14 @@
 // The article's lab as scenarios (stream_lab.hpp).
-#include <leaseproof/scenarios/stream_lab.hpp>
+#include "scenarios/stream_lab.hpp"
 
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
-#include <leaseproof/models/stream.hpp>
-#include <leaseproof/properties/sim_invariants.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "models/stream.hpp"
+#include "properties/sim_invariants.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
 namespace {

@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/scenarios/scenario.hpp>
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios {
 

@@ -15,7 +15,7 @@
 # --quick trains on shorter runs (for CI, which checks that the result gives
 # the plain Release build's trace hashes, not its speed).
 #
-# The result: build/release-pgo/src/cli/leaseproof. It must give every trace
+# The result: build/release-pgo/cli/leaseproof. It must give every trace
 # hash the plain Release build gives (scripts/compare-builds.sh); PGO changes
 # how fast, never what. docs/benchmarks.md has the measured difference.
 set -euo pipefail
@@ -45,7 +45,7 @@ cmake --build "$dir" -j "$jobs" --target leaseproof
 
 echo "== build-pgo: training"
 rm -rf "$profiles"
-cli=$dir/src/cli/leaseproof
+cli=$dir/cli/leaseproof
 if $quick; then fleet=2m stream=30s seeds=3 deploy=12m; else fleet=20m stream=2m seeds=8 deploy=25m; fi
 train() {  # a run's verdict does not matter here (the articles' algorithm fails), a usage error does
   echo "   leaseproof run $*"

@@ -4,9 +4,9 @@
 # every named scenario. A change meant to keep behaviour (an optimisation, a
 # refactoring) must print no difference.
 #
-#   cp build/release/src/cli/leaseproof /tmp/leaseproof.before   # before the change
+#   cp build/release/cli/leaseproof /tmp/leaseproof.before   # before the change
 #   ... change, rebuild ...
-#   scripts/compare-builds.sh /tmp/leaseproof.before build/release/src/cli/leaseproof
+#   scripts/compare-builds.sh /tmp/leaseproof.before build/release/cli/leaseproof
 #
 # Exit 0 when every hash is equal, 1 when one differs, 2 on bad usage.
 set -euo pipefail

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh release --target leaseproof >/dev/null
 if (($# == 0)); then set -- --seed 1; fi
-exec build/release/src/cli/leaseproof run "$@"
+exec build/release/cli/leaseproof run "$@"

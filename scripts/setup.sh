@@ -2,8 +2,10 @@
 # Installs the Debian packages leaseproof builds with. Idempotent, and fast
 # when everything is already there (one dpkg-query, no apt-get).
 #   scripts/setup.sh         build dependencies
-#   scripts/setup.sh tests   also what the 'real' tests use: Chromium, which
-#                            checks the sweep's HTML report headless
+#   scripts/setup.sh tests   also what the tests use beyond the build: Chromium,
+#                            which checks the sweep's HTML report headless;
+#                            valgrind and python3 for the instruction budgets
+#                            (scripts/count-instructions.sh --check)
 set -euo pipefail
 
 packages=(
@@ -13,7 +15,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core)
+  packages+=(chromium fonts-dejavu-core valgrind python3)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

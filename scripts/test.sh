@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/test.sh [--pgo] [--asan]: installs what is needed, builds Debug and
 # Release, and runs every test in both: unit, property and sim tiers, the
-# Debug-vs-Release trace-hash comparison, the property gate (Release), and the
-# tests against a real dynalite server (label 'real').
+# Debug-vs-Release trace-hash comparison, the instruction budgets (Release),
+# the property gate (Release), and the tests against a real dynalite server
+# (label 'real').
 #   --pgo   also builds the profile-guided Release build (scripts/build-pgo.sh
 #           --quick) and checks that it gives Release's trace hashes: about 7
 #           minutes more on 2 cores. Run it after changing the build, the
@@ -10,7 +11,7 @@
 #   --asan  also builds the asan preset (AddressSanitizer and UBSan) and runs
 #           the unit, property and sim tiers under it: about 20 minutes more.
 #           Run it after changes to memory handling or lifetimes.
-# CI runs neither, to stay well under its 30 minutes (the PGO build took a
+# CI runs neither, to stay well under its time limit (the PGO build took a
 # quarter of a 29-minute run). Prints each phase's wall time; ends with one
 # line "N passed, N failed".
 set -euo pipefail
@@ -23,7 +24,7 @@ for argument in "$@"; do
     --pgo) with_pgo=true ;;
     --asan) with_asan=true ;;
     -h | --help)
-      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -88,8 +89,8 @@ done
 phase "Debug and Release trace hashes"
 echo "== Debug and Release trace hashes"
 for seed in 7 8 123456789; do
-  debug=$(build/debug/src/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
-  release=$(build/release/src/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
+  debug=$(build/debug/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
+  release=$(build/release/cli/leaseproof run --seed "$seed" | sed -n 's/^trace hash: //p')
   if [[ -n "$debug" && "$debug" == "$release" ]]; then
     echo "seed $seed: $debug in both"
     passed=$((passed + 1))
@@ -106,7 +107,7 @@ if $with_pgo; then
   phase "PGO build and its trace hashes"
   echo "== PGO build (scripts/build-pgo.sh --quick) and its trace hashes"
   if scripts/build-pgo.sh --quick >"$log" 2>&1 &&
-     scripts/compare-builds.sh build/release/src/cli/leaseproof build/release-pgo/src/cli/leaseproof; then
+     scripts/compare-builds.sh build/release/cli/leaseproof build/release-pgo/cli/leaseproof; then
     passed=$((passed + 1))
   else
     tail -n 30 "$log" >&2
@@ -129,11 +130,22 @@ else
   echo "== asan build: skipped (scripts/test.sh --asan runs it)"
 fi
 
+# Speed, in instructions (deterministic, unlike wall time here): each measured
+# run within 2% of bench/instruction-budgets.json. Counts as one check.
+phase "instruction budgets"
+echo "== instruction budgets (scripts/count-instructions.sh --check)"
+if scripts/count-instructions.sh --check build/release; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: a run is over its instruction budget, or the count failed" >&2
+  failed=$((failed + 1))
+fi
+
 # The CI property gate: the regression runs, then new swarm seeds within a
 # budget that keeps CI short (docs/ci-gate.md). Counts as one check.
 phase "property gates"
 echo "== property gate"
-if build/release/src/cli/leaseproof gate --seeds 300 --budget 150s --first-seed 100000 \
+if build/release/cli/leaseproof gate --seeds 300 --budget 150s --first-seed 100000 \
      --regressions tests/gate/regressions.jsonl --no-record --junit build/release/gate-junit.xml; then
   passed=$((passed + 1))
 else
@@ -150,7 +162,7 @@ for edge in 'wall|{"fast_worker_offset":"3.9s","skew_max":"0s","drift_ppm_max":0
   expiry=${edge%%|*}
   params=${edge#*|}
   echo "== property gate at the edge ($expiry: $params)"
-  if build/release/src/cli/leaseproof gate --seeds 100 --budget 60s --first-seed 200000 --expiry "$expiry" \
+  if build/release/cli/leaseproof gate --seeds 100 --budget 60s --first-seed 200000 --expiry "$expiry" \
        --params "$params" --no-record --junit "build/release/gate-edge-$expiry-junit.xml"; then
     passed=$((passed + 1))
   else

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh release --target leaseproof >/dev/null
-binary=build/release/src/cli/leaseproof
+binary=build/release/cli/leaseproof
 golden=tests/golden/kernel-trace-hashes.txt
 temporary=$(mktemp)
 {

@@ -1,10 +1,10 @@
-#include <leaseproof/sim/clock.hpp>
+#include "sim/clock.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/uint128.hpp>
+#include "base/assert.hpp"
+#include "base/uint128.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 namespace leaseproof::sim {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/sim/faults.hpp>
+#include "sim/faults.hpp"
 
 #include <fmt/format.h>
 

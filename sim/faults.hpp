@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/base/ratio.hpp>
-#include <leaseproof/sim/prng.hpp>
+#include "base/ratio.hpp"
+#include "sim/prng.hpp"
 
 namespace leaseproof::sim {
 

@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/ratio.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/base/uint128.hpp>
+#include "base/assert.hpp"
+#include "base/ratio.hpp"
+#include "base/time.hpp"
+#include "base/uint128.hpp"
 
 namespace leaseproof::sim {
 

@@ -1,8 +1,8 @@
-#include <leaseproof/sim/scheduler.hpp>
+#include "sim/scheduler.hpp"
 
 #include <algorithm>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::sim {
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include <leaseproof/base/inline_function.hpp>
-#include <leaseproof/base/time.hpp>
+#include "base/inline_function.hpp"
+#include "base/time.hpp"
 
 namespace leaseproof::sim {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/sim/trace.hpp>
+#include "sim/trace.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/bytes.hpp>
+#include "base/assert.hpp"
+#include "base/bytes.hpp"
 
 namespace leaseproof::sim {
 

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/inline_function.hpp>
-#include <leaseproof/base/time.hpp>
+#include "base/ids.hpp"
+#include "base/inline_function.hpp"
+#include "base/time.hpp"
 
 namespace leaseproof::sim {
 

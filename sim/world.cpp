@@ -1,4 +1,4 @@
-#include <leaseproof/sim/world.hpp>
+#include "sim/world.hpp"
 
 #include <algorithm>
 

@@ -16,15 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/ids.hpp>
-#include <leaseproof/base/inline_function.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/sim/clock.hpp>
-#include <leaseproof/sim/faults.hpp>
-#include <leaseproof/sim/prng.hpp>
-#include <leaseproof/sim/scheduler.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/assert.hpp"
+#include "base/ids.hpp"
+#include "base/inline_function.hpp"
+#include "base/time.hpp"
+#include "sim/clock.hpp"
+#include "sim/faults.hpp"
+#include "sim/prng.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::sim {
 

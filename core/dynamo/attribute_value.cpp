@@ -1,4 +1,4 @@
-#include <leaseproof/core/dynamo/attribute_value.hpp>
+#include "core/dynamo/attribute_value.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <leaseproof/base/assert.hpp>
-#include "base64.hpp"
+#include "base/assert.hpp"
+#include "core/dynamo/base64.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/base/lex_compare.hpp>
+#include "base/lex_compare.hpp"
 
 namespace leaseproof::dynamo {
 

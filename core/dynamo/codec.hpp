@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
-#include <leaseproof/core/dynamo/error.hpp>
-#include <leaseproof/core/dynamo/types.hpp>
+#include "core/dynamo/attribute_value.hpp"
+#include "core/dynamo/error.hpp"
+#include "core/dynamo/types.hpp"
 
 namespace leaseproof::dynamo {
 

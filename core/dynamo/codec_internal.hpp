@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/core/dynamo/codec.hpp>
+#include "core/dynamo/codec.hpp"
 
 namespace leaseproof::dynamo::codec_detail {
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "codec_internal.hpp"
+#include "core/dynamo/codec_internal.hpp"
 
 namespace leaseproof::dynamo {
 

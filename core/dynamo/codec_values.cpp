@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <leaseproof/core/dynamo/decimal.hpp>
-#include "base64.hpp"
-#include "codec_internal.hpp"
+#include "core/dynamo/decimal.hpp"
+#include "core/dynamo/base64.hpp"
+#include "core/dynamo/codec_internal.hpp"
 
 namespace leaseproof::dynamo {
 

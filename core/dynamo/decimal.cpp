@@ -1,4 +1,4 @@
-#include <leaseproof/core/dynamo/decimal.hpp>
+#include "core/dynamo/decimal.hpp"
 
 #include <algorithm>
 #include <cstdlib>

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include <leaseproof/core/dynamo/error.hpp>
+#include "core/dynamo/error.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/core/dynamo/error.hpp>
+#include "core/dynamo/error.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/core/dynamo/attribute_value.hpp>
+#include "base/assert.hpp"
+#include "core/dynamo/attribute_value.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -9,12 +9,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/core/dynamo/decimal.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "base/lex_compare.hpp"
+#include "core/dynamo/decimal.hpp"
+#include "core/dynamo/expression.hpp"
 
-#include "expression_parser.hpp"
-#include "base64.hpp"
+#include "core/dynamo/expression_parser.hpp"
+#include "core/dynamo/base64.hpp"
 
 namespace leaseproof::dynamo {
 

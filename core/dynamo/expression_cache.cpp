@@ -1,10 +1,10 @@
 // ExpressionCache, and the ExpressionContext plumbing that parses through it.
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/bytes.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "base/assert.hpp"
+#include "base/bytes.hpp"
+#include "core/dynamo/expression.hpp"
 
-#include "expression_parser.hpp"
+#include "core/dynamo/expression_parser.hpp"
 
 namespace leaseproof::dynamo {
 

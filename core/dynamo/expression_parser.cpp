@@ -1,4 +1,4 @@
-#include "expression_parser.hpp"
+#include "core/dynamo/expression_parser.hpp"
 
 #include <algorithm>
 

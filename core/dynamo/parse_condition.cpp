@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "expression_parser.hpp"
+#include "core/dynamo/expression_parser.hpp"
 
 namespace leaseproof::dynamo {
 

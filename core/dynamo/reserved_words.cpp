@@ -7,7 +7,7 @@
 #include <array>
 #include <string>
 
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/expression.hpp"
 
 namespace leaseproof::dynamo {
 

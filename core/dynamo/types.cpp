@@ -1,4 +1,4 @@
-#include <leaseproof/core/dynamo/types.hpp>
+#include "core/dynamo/types.hpp"
 
 #include <array>
 

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
-#include <leaseproof/core/dynamo/error.hpp>
+#include "core/dynamo/attribute_value.hpp"
+#include "core/dynamo/error.hpp"
 
 namespace leaseproof::dynamo {
 

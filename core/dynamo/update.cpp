@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/decimal.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/decimal.hpp"
+#include "core/dynamo/expression.hpp"
 
-#include "expression_parser.hpp"
+#include "core/dynamo/expression_parser.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -1,4 +1,4 @@
-#include <leaseproof/core/lease/config.hpp>
+#include "core/lease/config.hpp"
 
 #include <algorithm>
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 namespace leaseproof::lease {
 

@@ -1,5 +1,5 @@
 // Holding leases: deadlines, renewals, re-reads, release and drain.
-#include <leaseproof/core/lease/manager.hpp>
+#include "core/lease/manager.hpp"
 
 #include <algorithm>
 

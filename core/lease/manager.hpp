@@ -21,14 +21,14 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/wakeup_queue.hpp>
-#include <leaseproof/base/random.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/core/dynamo/error.hpp>
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/lease/requests.hpp>
+#include "base/lex_compare.hpp"
+#include "base/wakeup_queue.hpp"
+#include "base/random.hpp"
+#include "base/time.hpp"
+#include "core/dynamo/error.hpp"
+#include "core/dynamo/types.hpp"
+#include "core/lease/config.hpp"
+#include "core/lease/requests.hpp"
 
 namespace leaseproof::lease {
 

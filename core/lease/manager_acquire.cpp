@@ -1,5 +1,5 @@
 // Taking leases: reconcile sweeps, watching leases for expiry, acquiring.
-#include <leaseproof/core/lease/manager.hpp>
+#include "core/lease/manager.hpp"
 
 #include <algorithm>
 

@@ -1,8 +1,8 @@
-#include <leaseproof/core/lease/requests.hpp>
+#include "core/lease/requests.hpp"
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/integer_text.hpp>
+#include "base/integer_text.hpp"
 
 namespace leaseproof::lease {
 namespace {

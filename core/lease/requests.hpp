@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/core/lease/config.hpp>
+#include "core/dynamo/types.hpp"
+#include "core/lease/config.hpp"
 
 namespace leaseproof::lease {
 

@@ -15,13 +15,13 @@
 //     the protocol. The client marks it and records what arrived: dropping
 //     would stall the channel forever, and the exactly-once checker then sees
 //     the hole it must report.
-#include <leaseproof/core/resume/client.hpp>
+#include "core/resume/client.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::resume {
 namespace {

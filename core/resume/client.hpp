@@ -22,9 +22,9 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/base/random.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/core/resume/protocol.hpp>
+#include "base/random.hpp"
+#include "base/time.hpp"
+#include "core/resume/protocol.hpp"
 
 namespace leaseproof::resume {
 

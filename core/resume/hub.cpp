@@ -14,14 +14,14 @@
 //     deadline still runs from when it was sent).
 //   - A Pong claiming more than is queued is clamped (and marked): the peer's
 //     count is wrong, but closing it would not make the stream any safer.
-#include <leaseproof/core/resume/hub.hpp>
+#include "core/resume/hub.hpp"
 
 #include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::resume {
 

@@ -32,10 +32,10 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/base/lex_compare.hpp>
-#include <leaseproof/base/time.hpp>
-#include <leaseproof/base/wakeup_queue.hpp>
-#include <leaseproof/core/resume/protocol.hpp>
+#include "base/lex_compare.hpp"
+#include "base/time.hpp"
+#include "base/wakeup_queue.hpp"
+#include "core/resume/protocol.hpp"
 
 namespace leaseproof::resume {
 

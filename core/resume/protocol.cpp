@@ -1,9 +1,9 @@
-#include <leaseproof/core/resume/protocol.hpp>
+#include "core/resume/protocol.hpp"
 
 #include <limits>
 #include <type_traits>
 
-#include <leaseproof/base/assert.hpp>
+#include "base/assert.hpp"
 
 namespace leaseproof::resume {
 

@@ -1,13 +1,13 @@
 // The sink-recording requests, as pure functions, so that every condition that
 // keeps the sink exactly-once and fenced is in one place.
-#include <leaseproof/core/resume/recording.hpp>
+#include "core/resume/recording.hpp"
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/integer_text.hpp>
-#include <leaseproof/core/lease/requests.hpp>
+#include "base/assert.hpp"
+#include "base/integer_text.hpp"
+#include "core/lease/requests.hpp"
 
 namespace leaseproof::resume {
 namespace {

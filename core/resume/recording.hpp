@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/resume/protocol.hpp>
+#include "core/dynamo/types.hpp"
+#include "core/lease/config.hpp"
+#include "core/resume/protocol.hpp"
 
 namespace leaseproof::resume {
 

@@ -1,9 +1,9 @@
-#include <leaseproof/core/resume/session.hpp>
+#include "core/resume/session.hpp"
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <leaseproof/core/lease/requests.hpp>
+#include "core/lease/requests.hpp"
 
 namespace leaseproof::resume {
 namespace {

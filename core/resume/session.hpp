@@ -22,11 +22,11 @@
 #include <variant>
 #include <vector>
 
-#include <leaseproof/core/dynamo/error.hpp>
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/resume/client.hpp>
-#include <leaseproof/core/resume/recording.hpp>
+#include "core/dynamo/error.hpp"
+#include "core/dynamo/types.hpp"
+#include "core/lease/config.hpp"
+#include "core/resume/client.hpp"
+#include "core/resume/recording.hpp"
 
 namespace leaseproof::resume {
 

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/core/dynamo/decimal.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/codec.hpp"
+#include "core/dynamo/decimal.hpp"
+#include "core/dynamo/expression.hpp"
 #include "dynamo_test_support.hpp"
 
 namespace leaseproof::dynamo {

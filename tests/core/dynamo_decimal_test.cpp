@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <leaseproof/core/dynamo/decimal.hpp>
+#include "core/dynamo/decimal.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/expression.hpp"
 
 #include "dynamo_test_support.hpp"
 

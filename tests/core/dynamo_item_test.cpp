@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
+#include "core/dynamo/attribute_value.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/expression.hpp"
 #include "dynamo_test_support.hpp"
 
 namespace leaseproof::dynamo {

@@ -1,9 +1,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/core/dynamo/decimal.hpp>
-#include <leaseproof/core/dynamo/expression.hpp>
+#include "core/dynamo/codec.hpp"
+#include "core/dynamo/decimal.hpp"
+#include "core/dynamo/expression.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
+#include "core/dynamo/attribute_value.hpp"
 
 namespace leaseproof::dynamo::test {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/dynamo/attribute_value.hpp>
-#include <leaseproof/core/lease/requests.hpp>
+#include "core/dynamo/attribute_value.hpp"
+#include "core/lease/requests.hpp"
 
 namespace leaseproof::lease {
 namespace {

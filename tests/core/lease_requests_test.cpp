@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
+#include "core/lease/config.hpp"
+#include "core/lease/requests.hpp"
+#include "models/dynamo_store.hpp"
 
 namespace leaseproof::lease {
 namespace {

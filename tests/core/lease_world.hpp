@@ -26,12 +26,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <leaseproof/base/random.hpp>
-#include <leaseproof/base/uint128.hpp>
-#include <leaseproof/core/lease/manager.hpp>
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
-#include <leaseproof/sim/prng.hpp>
+#include "base/random.hpp"
+#include "base/uint128.hpp"
+#include "core/lease/manager.hpp"
+#include "core/lease/requests.hpp"
+#include "models/dynamo_store.hpp"
+#include "sim/prng.hpp"
 
 namespace leaseproof::lease::test {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/core/resume/client.hpp>
+#include "base/assert.hpp"
+#include "core/resume/client.hpp"
 
 namespace leaseproof {
 // Readable failure messages (found by argument-dependent lookup).

@@ -29,7 +29,7 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/resume/hub.hpp>
+#include "core/resume/hub.hpp"
 
 namespace leaseproof::resume::test {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/resume/hub.hpp>
+#include "core/resume/hub.hpp"
 
 namespace leaseproof::resume {
 // gtest printers, so failed comparisons show positions and resets.

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/lease/config.hpp>
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/core/resume/recording.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
+#include "core/lease/config.hpp"
+#include "core/lease/requests.hpp"
+#include "core/resume/recording.hpp"
+#include "models/dynamo_store.hpp"
 
 namespace leaseproof::resume {
 // Readable failure messages (found by argument-dependent lookup).

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/lease/requests.hpp>
-#include <leaseproof/core/resume/session.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
+#include "core/lease/requests.hpp"
+#include "core/resume/session.hpp"
+#include "models/dynamo_store.hpp"
 
 namespace leaseproof::resume {
 namespace {

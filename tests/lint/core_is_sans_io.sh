@@ -5,7 +5,7 @@
 set -euo pipefail
 root=${1:?usage: core_is_sans_io.sh SOURCE_ROOT}
 dirs=()
-for d in "$root/src/core" "$root/include/leaseproof/core"; do [[ -d "$d" ]] && dirs+=("$d"); done
+[[ -d "$root/core" ]] && dirs+=("$root/core")
 if ((${#dirs[@]} == 0)); then
   echo "core_is_sans_io: no core/ sources under $root" >&2
   exit 1

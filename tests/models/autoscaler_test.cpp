@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/models/autoscaler.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "models/autoscaler.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/models/deploy.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "models/deploy.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/models/dynamo_node.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "core/dynamo/codec.hpp"
+#include "models/dynamo_node.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
+#include "core/dynamo/codec.hpp"
 
 #include "dynamo_store_test_support.hpp"
 

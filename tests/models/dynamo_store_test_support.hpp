@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include <leaseproof/core/dynamo/types.hpp>
-#include <leaseproof/models/dynamo_store.hpp>
+#include "core/dynamo/types.hpp"
+#include "models/dynamo_store.hpp"
 
 namespace leaseproof::models::test {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/models/sqs.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "models/sqs.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::models {
 namespace {

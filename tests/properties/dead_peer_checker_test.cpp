@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/properties/stream_checkers.hpp>
+#include "properties/stream_checkers.hpp"
 
 namespace leaseproof::properties {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/properties/lease_checkers.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "properties/lease_checkers.hpp"
+#include "sim/clock.hpp"
 
 namespace leaseproof::properties {
 namespace {

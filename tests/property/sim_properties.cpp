@@ -10,11 +10,11 @@
 #include <tuple>
 #include <vector>
 
-#include <leaseproof/properties/sim_invariants.hpp>
-#include <leaseproof/sim/clock.hpp>
-#include <leaseproof/sim/prng.hpp>
-#include <leaseproof/sim/scheduler.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "properties/sim_invariants.hpp"
+#include "sim/clock.hpp"
+#include "sim/prng.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::sim {
 namespace {

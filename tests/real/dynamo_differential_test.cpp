@@ -24,10 +24,10 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/core/dynamo/codec.hpp>
-#include <leaseproof/models/dynamo_wire.hpp>
-#include <leaseproof/runtime/dynamo_http_client.hpp>
-#include <leaseproof/sim/clock.hpp>
+#include "core/dynamo/codec.hpp"
+#include "models/dynamo_wire.hpp"
+#include "runtime/dynamo_http_client.hpp"
+#include "sim/clock.hpp"
 
 namespace leaseproof::models {
 namespace {

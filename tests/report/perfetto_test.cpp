@@ -8,9 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <leaseproof/report/perfetto.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "reports/perfetto.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/trace.hpp"
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>

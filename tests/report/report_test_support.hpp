@@ -3,9 +3,9 @@
 // reports draw (crashes, a pause, a partition, a stop, lost messages), and an
 // observer that keeps the events the tests compare the reports with.
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/trace.hpp>
+#include "base/assert.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/trace.hpp"
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>

@@ -1,9 +1,9 @@
 // The sweep's cost model and spec checking (label unit: no simulation runs).
 #include <gtest/gtest.h>
 
-#include <leaseproof/report/cost.hpp>
-#include <leaseproof/report/sweep.hpp>
-#include <leaseproof/report/sweep_report.hpp>
+#include "reports/cost.hpp"
+#include "reports/sweep.hpp"
+#include "reports/sweep_report.hpp"
 
 namespace leaseproof::report {
 namespace {

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include <leaseproof/report/sweep.hpp>
-#include <leaseproof/report/sweep_report.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "reports/sweep.hpp"
+#include "reports/sweep_report.hpp"
+#include "scenarios/scenario.hpp"
 
 #include <fmt/format.h>
 

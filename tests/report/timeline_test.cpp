@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <leaseproof/report/timeline.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "reports/timeline.hpp"
+#include "scenarios/scenario.hpp"
 #include <set>
 #include <string>
 #include <vector>

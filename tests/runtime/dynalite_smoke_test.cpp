@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <leaseproof/runtime/dynamo_http_client.hpp>
+#include "runtime/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
 namespace {

@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/assert.hpp"
+#include "scenarios/lease.hpp"
+#include "scenarios/scenario.hpp"
 
 #include "scenario_test_support.hpp"
 

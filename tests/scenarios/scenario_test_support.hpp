@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/assert.hpp"
+#include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios::test {
 

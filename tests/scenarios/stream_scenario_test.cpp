@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
+#include "base/assert.hpp"
+#include "scenarios/scenario.hpp"
 
 #include "scenario_test_support.hpp"
 

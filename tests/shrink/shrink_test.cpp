@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include <leaseproof/scenarios/lease.hpp>
-#include <leaseproof/scenarios/replay.hpp>
-#include <leaseproof/scenarios/shrink.hpp>
+#include "scenarios/lease.hpp"
+#include "scenarios/replay.hpp"
+#include "scenarios/shrink.hpp"
 
 #include "../scenarios/scenario_test_support.hpp"
 

@@ -1,4 +1,4 @@
-#include <leaseproof/base/arrival_map.hpp>
+#include "base/arrival_map.hpp"
 
 #include <cstdint>
 #include <deque>

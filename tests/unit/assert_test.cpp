@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/base/assert.hpp>
-#include <leaseproof/base/time.hpp>
+#include "base/assert.hpp"
+#include "base/time.hpp"
 
 namespace leaseproof {
 namespace {

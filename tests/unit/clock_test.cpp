@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/sim/clock.hpp>
+#include "sim/clock.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -1,5 +1,5 @@
 // The small-object allocator that replaces operator new and delete in the
-// simulation executables (src/base/fast_allocator.cpp). This test executable
+// simulation executables (base/fast_allocator.cpp). This test executable
 // links it, so every allocation here, gtest's included, goes through it.
 
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include <leaseproof/base/fast_allocator.hpp>
-#include <leaseproof/sim/prng.hpp>
+#include "base/fast_allocator.hpp"
+#include "sim/prng.hpp"
 
 namespace leaseproof {
 namespace {

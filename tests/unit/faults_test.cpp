@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/sim/faults.hpp>
+#include "sim/faults.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include <leaseproof/base/inline_function.hpp>
+#include "base/inline_function.hpp"
 
 #include <array>
 #include <functional>

@@ -1,4 +1,4 @@
-#include <leaseproof/base/integer_text.hpp>
+#include "base/integer_text.hpp"
 
 #include <charconv>
 #include <limits>

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <string>
 
-#include <leaseproof/scenarios/kernel.hpp>
-#include <leaseproof/scenarios/scenario.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "scenarios/kernel.hpp"
+#include "scenarios/scenario.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
 namespace {

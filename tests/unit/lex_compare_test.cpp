@@ -1,4 +1,4 @@
-#include <leaseproof/base/lex_compare.hpp>
+#include "base/lex_compare.hpp"
 
 #include <map>
 #include <string>

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include <leaseproof/sim/prng.hpp>
+#include "sim/prng.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/base/ratio.hpp>
+#include "base/ratio.hpp"
 
 namespace leaseproof {
 namespace {

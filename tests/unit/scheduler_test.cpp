@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include <leaseproof/sim/scheduler.hpp>
+#include "sim/scheduler.hpp"
 
 namespace leaseproof::sim {
 namespace {

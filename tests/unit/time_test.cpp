@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <leaseproof/base/time.hpp>
+#include "base/time.hpp"
 
 namespace leaseproof {
 namespace {

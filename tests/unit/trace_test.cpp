@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include <leaseproof/sim/trace.hpp>
+#include "sim/trace.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -1,4 +1,4 @@
-#include <leaseproof/base/wakeup_queue.hpp>
+#include "base/wakeup_queue.hpp"
 
 #include <cstdint>
 #include <set>

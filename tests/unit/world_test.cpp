@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <leaseproof/properties/sim_invariants.hpp>
-#include <leaseproof/sim/world.hpp>
+#include "properties/sim_invariants.hpp"
+#include "sim/world.hpp"
 
 namespace leaseproof::sim {
 namespace {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# tests/consumer/run.sh BUILD_DIR: installs BUILD_DIR's core into a temporary
+# prefix, configures and builds this folder's project against it with
+# find_package(leaseproof), checks that it links the lease core alone (no
+# sim, models, runtime or Boost library on its link line) and runs it.
+set -euo pipefail
+build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
+echo "installed: $(cd "$work/prefix" && find . -type f | sort | sed -n 's|^\./lib/\(.*\.a\)$|\1|p' | tr '\n' ' ')"
+unexpected=$(cd "$work/prefix" && find . -type f \( -name '*.a' -o -name '*.so*' \) | grep -vE '/libleaseproof_(base|dynamo|lease|resume)\.a$' || true)
+if [[ -n $unexpected ]]; then
+  echo "consumer: the install holds more than the core: $unexpected" >&2
+  exit 1
+fi
+headers=$(find "$work/prefix/include/leaseproof" -name '*.hpp' | wc -l)
+echo "installed: $headers headers under include/leaseproof"
+
+cmake -S "$here" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" || { cat "$work/configure.log" >&2; exit 1; }
+cmake --build "$work/build" -v >"$work/build.log" 2>&1 || { cat "$work/build.log" >&2; exit 1; }
+link=$(grep -E -- '-o consumer( |$)' "$work/build.log" | tail -n 1)
+echo "link line: ${link#*&& }"
+if [[ $link != *libleaseproof_lease.a* ]]; then
+  echo "consumer: the link line does not name libleaseproof_lease.a" >&2
+  exit 1
+fi
+if grep -qiE 'leaseproof_(sim|models|properties|scenarios|report|runtime)|boost|asio' <<<"$link"; then
+  echo "consumer: the link line names more than the core" >&2
+  exit 1
+fi
+
+output=$("$work/build/consumer")
+echo "$output"
+grep -q '^call acquire conn-1: UpdateItem ' <<<"$output" || { echo "consumer: no acquire was sent" >&2; exit 1; }
+grep -q '^open conn-1 epoch 7 ' <<<"$output" || { echo "consumer: the session did not open at epoch 7" >&2; exit 1; }
+echo "consumer: the installed lease core acquired conn-1"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Includes point one way (DESIGN.md section 2): each layer includes only
+# itself and the layers it is allowed to build on, by the path from the
+# repository root ("core/lease/manager.hpp"). sim/ knows nothing of leases (no
+# core/), properties/ read the trace and never model internals (no models/),
+# core/ is the production library and sees only base/. Exits non-zero naming
+# every offending include.
+set -euo pipefail
+root=${1:?usage: layers.sh SOURCE_ROOT}
+
+# layer: the folders it may include (itself is always allowed).
+declare -A allowed=(
+  [base]=""
+  [core/dynamo]="base"
+  [core/lease]="base core/dynamo"
+  [core/resume]="base core/dynamo core/lease"
+  [sim]="base"
+  [models]="base core sim"
+  [properties]="base core sim"
+  [runtime]="base core"
+  [scenarios]="base core sim models properties"
+  [reports]="base core sim models properties scenarios"
+  [cli]="base core sim models properties runtime scenarios reports"
+)
+# Every folder that holds code must be a known layer (or tests/ and bench/,
+# which may include anything): a new top-level folder needs a rule here.
+layer_names=" ${!allowed[*]} core "
+# The folder an included path names: core/X for the core's parts.
+folder_of() {
+  local path=$1
+  if [[ $path == core/* ]]; then
+    path=${path#core/}
+    echo "core/${path%%/*}"
+  else
+    echo "${path%%/*}"
+  fi
+}
+# allows LAYER FOLDER: whether LAYER may include from FOLDER.
+allows() {
+  local layer=$1 folder=$2 entry
+  [[ $folder == "$layer" ]] && return 0
+  for entry in ${allowed[$layer]}; do
+    [[ $folder == "$entry" || $folder == "$entry"/* ]] && return 0
+  done
+  return 1
+}
+
+violations=0
+files=0
+for layer in "${!allowed[@]}"; do
+  [[ -d $root/$layer ]] || continue
+  while IFS= read -r -d '' file; do
+    files=$((files + 1))
+    while IFS=: read -r line text; do
+      included=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]*)[">].*/\1/' <<<"$text")
+      if [[ $included == leaseproof/* ]]; then
+        echo "layers: ${file#"$root"/}:$line: include \"${included#leaseproof/}\", not <$included> (in-tree code includes by the path from the repository root)" >&2
+        violations=$((violations + 1))
+        continue
+      fi
+      [[ $included == */* ]] || continue  # standard or third-party header
+      folder=$(folder_of "$included")
+      [[ $layer_names == *" ${folder%%/*} "* ]] || continue  # e.g. <fmt/format.h>
+      if ! allows "$layer" "$folder"; then
+        echo "layers: ${file#"$root"/}:$line: $layer/ includes \"$included\" ($folder/ is not below $layer/; allowed: ${allowed[$layer]:-nothing})" >&2
+        violations=$((violations + 1))
+      fi
+    done < <(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file" || true)
+  done < <(find "$root/$layer" -maxdepth 1 -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0)
+done
+if ((files == 0)); then
+  echo "layers: no layer sources under $root" >&2
+  exit 1
+fi
+if ((violations > 0)); then
+  echo "layers: $violations include(s) against the layer order" >&2
+  exit 1
+fi
+echo "layers: $files files, includes one way"
