@@ -63,21 +63,14 @@ LeaseManager::Slot& LeaseManager::slot(std::string_view connection) {
   if (Slot* found = find_slot(connection); found != nullptr) return *found;
   const auto it = slots_.emplace(std::string{connection}, Slot{}).first;
   it->second.connection = &it->first;
-  it->second.name_prefix = lex_prefix(it->first);
-  last_slot_ = &it->second;
   return it->second;
 }
 
-// One handler looks the same connection up several times (the reply's lease,
-// its confirmation, the re-arm): the last slot found is tried first.
+// Slots are node-based map entries: a pointer stays valid until the entry is
+// erased (drop_idle_slots erases only slots no wakeup points at).
 const LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) const {
-  if (last_slot_ != nullptr && lex_equal(*last_slot_->connection, connection)) return last_slot_;
   const auto it = slots_.find(connection);
-  if (it == slots_.end()) return nullptr;
-  // Slots are node-based map entries: a pointer stays valid until the entry
-  // is erased, and drop_idle_slots forgets it then.
-  last_slot_ = &it->second;
-  return last_slot_;
+  return it == slots_.end() ? nullptr : &it->second;
 }
 
 LeaseManager::Slot* LeaseManager::find_slot(std::string_view connection) {
@@ -128,7 +121,6 @@ void LeaseManager::drop_idle_slots() {
   for (const Wakeup& wakeup : wakeups_) {
     if (wakeup.slot != nullptr) queued.insert(wakeup.slot);
   }
-  last_slot_ = nullptr;
   std::erase_if(slots_, [&queued](const auto& entry) {
     const Slot& slot = entry.second;
     return !slot.held && !slot.watch && !queued.contains(&slot);
@@ -191,7 +183,7 @@ void LeaseManager::touch(Slot* slot) {
   Instant& queued_at = slot != nullptr ? slot->queued_at : sweep_queued_at_;
   if (queued_at == due) return;  // already queued (the queue would keep it once anyway)
   queued_at = due;
-  wakeups_.push(Wakeup{due, slot != nullptr ? slot->name_prefix : 0, slot});
+  wakeups_.push(Wakeup{due, slot});
 }
 
 void LeaseManager::pop_wakeup() const {
@@ -411,7 +403,7 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
     if (entry.held) held.push_back(&entry);
   }
   std::sort(held.begin(), held.end(),
-            [](const Slot* a, const Slot* b) { return lex_compare(*a->connection, *b->connection) < 0; });
+            [](const Slot* a, const Slot* b) { return *a->connection < *b->connection; });
   for (Slot* entry : held) {
     close(*entry->connection, *entry->held, CloseReason::drained, out);
     release(*entry->connection, *entry->held, now, out);

@@ -21,7 +21,6 @@
 #include <variant>
 #include <vector>
 
-#include "base/lex_compare.hpp"
 #include "base/wakeup_queue.hpp"
 #include "base/random.hpp"
 #include "base/time.hpp"
@@ -180,7 +179,6 @@ class LeaseManager {
     // The due time of this slot's latest wakeup while that wakeup is queued
     // (max otherwise): a touch with the same due time queues nothing.
     Instant queued_at = Instant::max();
-    uint64_t name_prefix = 0;  // lex_prefix(*connection): orders wakeups as the names do
   };
   Slot& slot(std::string_view connection);  // made on first use
   Slot* find_slot(std::string_view connection);
@@ -254,32 +252,27 @@ class LeaseManager {
   // Hashed: found by name on every reply and timer; nothing depends on the
   // order of its walks (the drain sorts what it sends).
   std::unordered_map<std::string, Slot, TextHash, std::equal_to<>> slots_;
-  mutable const Slot* last_slot_ = nullptr;  // the slot find_slot found last (null after erasing slots)
   size_t held_count_ = 0;
   size_t watch_count_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by token; found, never walked
-  std::set<std::string, LexLess> acquiring_;
-  std::set<std::string, LexLess> known_workers_;  // owners seen by the last sweep
+  std::set<std::string, std::less<>> acquiring_;
+  std::set<std::string, std::less<>> known_workers_;  // owners seen by the last sweep
   uint64_t known_workers_version_ = 1;             // +1 whenever known_workers_ changes
-  std::set<std::string, LexLess> sweep_workers_;
+  std::set<std::string, std::less<>> sweep_workers_;
   std::optional<Sweep> sweep_;
   uint64_t sweep_round_ = 0;
-  // By due time, then connection name ("" for the sweep, first).
-  // Renews sent together come due together: equal times are common, and
-  // the name's first bytes (kept in the entry) order most of them without
-  // reading the slot.
+  // By due time, then connection name (the sweep first): renews sent
+  // together come due together, and the names decide among them.
   struct Wakeup {
     Instant at;
-    uint64_t name_prefix = 0;  // Slot::name_prefix; 0 for the sweep
-    Slot* slot = nullptr;      // null: the reconcile sweep
+    Slot* slot = nullptr;  // null: the reconcile sweep
   };
   struct WakeupLess {
     bool operator()(const Wakeup& a, const Wakeup& b) const {
       if (a.at != b.at) return a.at < b.at;
-      if (a.name_prefix != b.name_prefix) return a.name_prefix < b.name_prefix;
       if (a.slot == b.slot) return false;
       if (a.slot == nullptr || b.slot == nullptr) return a.slot == nullptr;
-      return lex_compare(*a.slot->connection, *b.slot->connection) < 0;
+      return *a.slot->connection < *b.slot->connection;
     }
   };
   // Removes the first wakeup (every copy of it) and notes that it is gone.
