@@ -43,10 +43,63 @@ for binary in "$cli" "$renews"; do
   fi
 done
 command -v valgrind >/dev/null || { echo "count-instructions: valgrind is not installed (scripts/setup.sh tests)" >&2; exit 2; }
-if [[ $mode == check && ! -f $budgets ]]; then
-  echo "count-instructions: $budgets is missing (--update writes it)" >&2
-  exit 2
-fi
+command -v python3 >/dev/null || { echo "count-instructions: python3 is not installed (scripts/setup.sh tests)" >&2; exit 2; }
+
+# budgets MODE [name=count...]: MODE validate reads the budget file and exits 2
+# naming what is wrong; check compares the counts with it; update writes it.
+budgets() {
+  python3 - "$budgets" "$tolerance_percent" "$@" <<'PY'
+import json, os, sys
+path, tolerance_default, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+counts = {} if mode == "validate" else {n: int(c) for n, c in (a.split("=", 1) for a in sys.argv[4:])}
+if mode == "update":
+    with open(path + ".tmp", "w") as out:
+        json.dump({"tolerance_percent": tolerance_default, "instructions": counts}, out, indent=2)
+        out.write("\n")
+    os.replace(path + ".tmp", path)
+    print(f"count-instructions: wrote {len(counts)} budgets to {path}")
+    sys.exit(0)
+shape = '{"tolerance_percent": N, "instructions": {"RUN": COUNT, ...}}'
+try:
+    with open(path) as source:
+        data = json.load(source)
+except OSError as error:
+    print(f"count-instructions: {path}: {error.strerror} (--update writes it)", file=sys.stderr)
+    sys.exit(2)
+except ValueError as error:
+    print(f"count-instructions: {path}: not JSON: {error}", file=sys.stderr)
+    sys.exit(2)
+tolerance = data.get("tolerance_percent") if isinstance(data, dict) else None
+budgets = data.get("instructions") if isinstance(data, dict) else None
+if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 100:
+    print(f"count-instructions: {path}: tolerance_percent must be a number from 0 to 100 (expected {shape})", file=sys.stderr)
+    sys.exit(2)
+if not isinstance(budgets, dict):
+    print(f"count-instructions: {path}: instructions must be an object of run names to counts (expected {shape})", file=sys.stderr)
+    sys.exit(2)
+if mode == "validate":
+    for name in sys.argv[4:]:
+        budget = budgets.get(name)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            print(f"count-instructions: {path}: instructions.{name} must be a positive integer (--update writes it)", file=sys.stderr)
+            sys.exit(2)
+    sys.exit(0)
+over = 0
+for name, count in counts.items():
+    budget = budgets[name]
+    change = 100.0 * (count - budget) / budget
+    verdict = "ok"
+    if count > budget * (1 + tolerance / 100):
+        verdict = f"OVER BUDGET by more than {tolerance}%"
+        over += 1
+    print(f"{name}: {count:,} instructions, budget {budget:,} ({change:+.2f}%): {verdict}")
+if over:
+    print(f"count-instructions: {over} run(s) over budget; a slower build needs a reason to raise its budget "
+          f"(scripts/count-instructions.sh --update, and say why in the commit message)", file=sys.stderr)
+    sys.exit(1)
+print(f"count-instructions: every run within {tolerance}% of its budget")
+PY
+}
 
 instructions() {  # COMMAND...: instructions the command executes
   local count
@@ -66,6 +119,10 @@ runs=(
   "fleet-6m|the reference fleet, 6 simulated minutes (lease-crash)|--seed 1 --scenario lease-crash --duration 6m"
   "stream-steady-1m|stream-steady, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m"
 )
+names=()
+for entry in "${runs[@]}"; do names+=("${entry%%|*}"); done
+# Refuse a bad budget file before two minutes of counting.
+[[ $mode == check ]] && budgets validate "${names[@]}"
 
 counts=()
 for entry in "${runs[@]}"; do
@@ -84,50 +141,5 @@ done
 
 case "$mode" in
   print) ;;
-  update)
-    python3 - "$budgets" "$tolerance_percent" "${counts[@]}" <<'PY'
-import json, sys
-path, tolerance = sys.argv[1], int(sys.argv[2])
-runs = {name: int(count) for name, count in (a.split("=", 1) for a in sys.argv[3:])}
-with open(path + ".tmp", "w") as out:
-    json.dump({"tolerance_percent": tolerance, "instructions": runs}, out, indent=2)
-    out.write("\n")
-import os
-os.replace(path + ".tmp", path)
-print(f"count-instructions: wrote {len(runs)} budgets to {path}")
-PY
-    ;;
-  check)
-    python3 - "$budgets" "${counts[@]}" <<'PY'
-import json, sys
-path = sys.argv[1]
-try:
-    data = json.load(open(path))
-    tolerance = data["tolerance_percent"]
-    budgets = data["instructions"]
-    if not isinstance(tolerance, (int, float)) or not 0 <= tolerance <= 100:
-        raise ValueError("tolerance_percent must be a number from 0 to 100")
-except (OSError, ValueError, KeyError, TypeError) as error:
-    print(f"count-instructions: {path}: {error} (expected {{\"tolerance_percent\": N, \"instructions\": {{run: count}}}})", file=sys.stderr)
-    sys.exit(2)
-over = 0
-for name, count in (a.split("=", 1) for a in sys.argv[2:]):
-    count = int(count)
-    budget = budgets.get(name)
-    if not isinstance(budget, int) or budget <= 0:
-        print(f"count-instructions: {path} has no budget for run '{name}' (--update writes one)", file=sys.stderr)
-        sys.exit(2)
-    change = 100.0 * (count - budget) / budget
-    verdict = "ok"
-    if count > budget * (1 + tolerance / 100):
-        verdict = f"OVER BUDGET by more than {tolerance}%"
-        over += 1
-    print(f"{name}: {count:,} instructions, budget {budget:,} ({change:+.2f}%): {verdict}")
-if over:
-    print(f"count-instructions: {over} run(s) over budget; a slower build needs a reason to raise its budget "
-          f"(scripts/count-instructions.sh --update, and say why in the commit message)", file=sys.stderr)
-    sys.exit(1)
-print(f"count-instructions: every run within {tolerance}% of its budget")
-PY
-    ;;
+  check | update) budgets "$mode" "${counts[@]}" ;;
 esac
