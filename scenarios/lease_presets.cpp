@@ -33,13 +33,16 @@ void swarm_stream(uint64_t seed, LeaseScenarioOptions& o) {
   for (uint64_t i = prng.below(3); i > 0; --i) s.hub_crashes.push_back(prng.uniform_duration(D::zero(), heal));
   s.hub_down = prng.uniform_duration(D::from_ms(100), D::from_s(20));
   if (prng.chance(Ratio{1, 3})) s.mass_closes.push_back(prng.uniform_duration(D::zero(), heal));
+  // A fault that cannot end before the heal (a run of a few seconds) is not
+  // scheduled; the draws of longer runs are as they were.
   for (uint64_t i = prng.below(3); i > 0; --i) {
     const Duration length = prng.uniform_duration(D::from_ms(100), D::from_s(5));
+    if (length > heal) continue;
     s.cuts.push_back(TimedFault{prng.uniform_duration(D::zero(), heal - length), length});
   }
   if (prng.chance(Ratio{1, 3})) {
     const Duration length = prng.uniform_duration(D::from_s(1), D::from_s(10));
-    s.hub_slow.push_back(TimedFault{prng.uniform_duration(D::zero(), heal - length), length});
+    if (length <= heal) s.hub_slow.push_back(TimedFault{prng.uniform_duration(D::zero(), heal - length), length});
   }
   // An idle cut-off longer than the ping interval: pings keep streams up.
   if (prng.chance(Ratio{1, 3})) s.relay_idle = prng.uniform_duration(D::from_ms(2500), D::from_s(60));
