@@ -42,9 +42,16 @@ struct GateOutcome {
 // Regression file: one JSON object per line,
 //   {"scenario": "lease-swarm", "seed": 462, "duration": "10m0s", "parameters": {}, "kind": "recovery"}
 // ("kind" is informative). Blank lines and lines starting with '#' are skipped.
-std::vector<GateRun> read_regressions(const std::string& path) {
+// A missing file is refused (a mistyped path would skip every regression)
+// unless `create` says it is a new one.
+std::vector<GateRun> read_regressions(const std::string& path, bool create) {
   std::vector<GateRun> runs;
-  if (path.empty() || !std::filesystem::exists(path)) return runs;
+  if (path.empty()) return runs;
+  if (!std::filesystem::exists(path)) {
+    if (create) return runs;
+    throw UsageError{fmt::format(
+        "--regressions: '{}' does not exist (check the path, or add --create-regressions to start a new file)", path)};
+  }
   std::ifstream in{path};
   if (!in) throw UsageError{fmt::format("--regressions: cannot read '{}'", path)};
   std::string line;
@@ -183,6 +190,7 @@ bool record_regressions(const std::string& path, const std::vector<GateRun>& run
   added = 0;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (runs[i].regression || !outcomes[i].ran || outcomes[i].result.passed()) continue;
+    if (!outcomes[i].result.failure_expected.empty()) continue;
     if (!known.insert(runs[i].key()).second) continue;
     existing += regression_line(runs[i], outcomes[i].result);
     ++added;
@@ -212,6 +220,8 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
                    "Regression file (JSON lines): its runs go first; new failures are appended")
       ->type_name("FILE");
   gate->add_flag("--no-record", args.no_record, "Do not append new failures to the regression file");
+  gate->add_flag("--create-regressions", args.create_regressions,
+                 "Start the regression file if it does not exist (otherwise a missing file is an error)");
   return gate;
 }
 
@@ -236,7 +246,10 @@ int gate_command(const GateArgs& args) {
       throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, *path, parent.string())};
     }
   }
-  std::vector<GateRun> runs = read_regressions(args.regressions_path);
+  if (args.create_regressions && args.regressions_path.empty()) {
+    throw UsageError{"--create-regressions: needs --regressions FILE"};
+  }
+  std::vector<GateRun> runs = read_regressions(args.regressions_path, args.create_regressions);
   const size_t regressions = runs.size();
   for (uint64_t i = 0; i < args.seeds; ++i) runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
@@ -299,7 +312,18 @@ int gate_command(const GateArgs& args) {
       status = kExitFailed;
     }
   }
-  if (!args.regressions_path.empty() && !args.no_record && counts[0][1] > 0) {
+  uint64_t expected = 0;  // new failures whose configuration is not meant to pass
+  std::string_view expected_reason;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const scenarios::RunResult& result = outcomes[i].result;
+    if (runs[i].regression || !outcomes[i].ran || result.passed() || result.failure_expected.empty()) continue;
+    if (++expected == 1) expected_reason = result.failure_expected;
+  }
+  if (expected > 0) {
+    fmt::print("gate: {} of the failing runs are expected to fail and are not recorded as regressions ({}{})\n",
+               expected, expected > 1 ? "the first: " : "", expected_reason);
+  }
+  if (!args.regressions_path.empty() && !args.no_record && counts[0][1] > expected) {
     uint64_t added = 0;
     if (record_regressions(args.regressions_path, runs, outcomes, added)) {
       fmt::print("gate: {} new failing runs added to {}\n", added, args.regressions_path);

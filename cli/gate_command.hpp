@@ -18,6 +18,7 @@ struct GateArgs {
   std::string junit_path;
   std::string regressions_path;
   bool no_record = false;   // do not add new failures to the regression file
+  bool create_regressions = false;  // a missing regression file is a new, empty one
 };
 
 // Registers the subcommand; returns it so main can test parsed().

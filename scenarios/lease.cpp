@@ -493,6 +493,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
 
   RunResult result = world_result(world, config, o.duration, o.describe());
   result.background_checks = checked_in_background;
+  if (o.lease.algorithm == lease::Algorithm::seed) {
+    result.failure_expected = "the articles' algorithm (algorithm seed), a baseline with known flaws";
+  } else if (std::string beyond = o.beyond_assumptions(); !beyond.empty()) {
+    result.failure_expected = "faults beyond the algorithm's assumptions: " + beyond;
+  }
   const Instant end = Instant::zero() + o.duration;
   checkers.check_liveness(Instant::zero() + o.healed_at(), bounds.at(GapCause::crash).total(), end);
   result.violations = invariants.violations();

@@ -58,6 +58,11 @@ struct RunResult {
   uint64_t scheduler_events = 0;       // scheduler callbacks run
   bool background_checks = false;      // the checkers ran on a thread of their own
   std::vector<std::string> violations; // empty: the verdict is PASS
+  // Why a failure of this run would be expected, if it would: the articles'
+  // algorithm, or faults beyond the algorithm's stated assumptions. Empty:
+  // the run is meant to pass, and a failure is a regression (the gate
+  // records only those).
+  std::string failure_expected;
   std::vector<std::pair<std::string, uint64_t>> counters;  // coverage figures
   // Figures for reports (sweep, gate), as JSON; lease scenarios fill
   // "recovery", "dynamodb" and "fleet" (docs/reports.md). Empty otherwise.

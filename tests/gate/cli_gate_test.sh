@@ -11,6 +11,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 small='{"workers":3,"connections":50,"crash_every":"4m"}'
 # The articles' algorithm with a worker clock 16 s fast (lease 20 s, heartbeat 5 s) loses single ownership.
 unsafe='{"workers":3,"connections":50,"crash_every":"4m","algorithm":"seed","fast_worker_offset":"16s"}'
+# The core with a deliberately broken hub (evicted messages skipped without a
+# reset): a configuration meant to pass, so its failures are regressions.
+broken='{"workers":2,"connections":4,"stream":{"ring_messages":10,"replay_messages":10,"broken_hub":true}}'
 
 case $case_name in
   pass)
@@ -24,11 +27,19 @@ case $case_name in
   fail)
     status=0
     "$bin" gate --seeds 4 --scenario lease-crash --duration 10m --params "$unsafe" --junit "$dir/j.xml" \
-      --regressions "$dir/reg.jsonl" >"$dir/out" || status=$?
+      --regressions "$dir/reg.jsonl" --create-regressions >"$dir/out" || status=$?
     [[ $status == 1 ]] || fail "a failing gate exited $status"
     grep -q 'FAIL (single ownership)' "$dir/out" || fail "no single-ownership failure: $(cat "$dir/out")"
     grep -q 'reproduce: leaseproof run --seed ' "$dir/out" || fail "no reproduce line"
     grep -q '<failure type="single ownership"' "$dir/j.xml" || fail "JUnit failure"
+    # The articles' algorithm is expected to fail: its failures pollute no regression file.
+    grep -q 'expected to fail and are not recorded as regressions (.*algorithm seed' "$dir/out" \
+      || fail "expected failures not reported as such: $(cat "$dir/out")"
+    [[ ! -e "$dir/reg.jsonl" ]] || fail "expected failures were recorded: $(cat "$dir/reg.jsonl")"
+    status=0
+    "$bin" gate --seeds 3 --scenario lease-crash --duration 10m --params "$broken" \
+      --regressions "$dir/reg.jsonl" --create-regressions >"$dir/out" || status=$?
+    [[ $status == 1 ]] || fail "a broken core passed the gate (exit $status)"
     added=$(grep -c '"seed"' "$dir/reg.jsonl")
     ((added >= 1)) || fail "no regression recorded"
     # The next gate re-runs them first (they still fail) and adds no duplicates.
@@ -61,6 +72,10 @@ case $case_name in
     printf 'not json\n' >"$dir/bad.jsonl"
     expect_usage "line 1: not a JSON object" --regressions "$dir/bad.jsonl"
     expect_usage "--junit: cannot write" --junit "$dir/missing/j.xml"
+    # A mistyped regression file would silently skip every regression.
+    expect_usage "'$dir/none.jsonl' does not exist (check the path, or add --create-regressions" \
+      --regressions "$dir/none.jsonl"
+    expect_usage "--create-regressions: needs --regressions FILE" --create-regressions
     expect_usage "--budget: '0s' must be longer than zero" --budget 0s
     expect_usage "--first-seed: 'x'" --first-seed x
     expect_usage "heartbeat" --scenario lease-crash --params '{"heartbeat":"30s","lease":"20s"}'
