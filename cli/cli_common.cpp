@@ -8,6 +8,11 @@
 
 namespace leaseproof::cli {
 
+int exit_status(const scenarios::RunResult& result) {
+  if (!result.passed()) return kExitFailed;
+  return result.inconclusive.empty() ? 0 : kExitInconclusive;
+}
+
 uint64_t parse_seed(const std::string& text, std::string_view flag) {
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);

@@ -25,6 +25,12 @@ namespace leaseproof::cli {
 
 constexpr int kExitFailed = 1;  // a run failed its checks, diverged, or a file could not be written
 constexpr int kExitUsage = 2;   // bad input: an unknown flag, a malformed value
+// No violation, but a run ended before its recovery bound could be judged
+// (RunResult::inconclusive): not a PASS.
+constexpr int kExitInconclusive = 3;
+
+// The exit status of one run's verdict: 0, kExitFailed or kExitInconclusive.
+int exit_status(const scenarios::RunResult& result);
 
 uint64_t parse_seed(const std::string& text, std::string_view flag);
 Duration parse_positive_duration(const std::string& text, std::string_view flag);

@@ -210,6 +210,11 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
   gate->add_option("--first-seed", args.first_seed, "First new seed")->capture_default_str()->type_name("SEED");
   gate->add_option("--budget", args.budget, "Wall-time budget for the new seeds, e.g. 60s, 10m (default: none)")
       ->type_name("DURATION");
+  gate->add_option("--min-seeds", args.min_seeds,
+                   "New seeds that run whatever the budget: a gate that judged fewer proves little (at most --seeds)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->type_name("N");
   gate->add_option("--scenario", args.run.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
   gate->add_option("--duration", args.run.duration, "Simulated time per run (default: the scenario's)")
       ->type_name("DURATION");
@@ -252,6 +257,7 @@ int gate_command(const GateArgs& args) {
   std::vector<GateRun> runs = read_regressions(args.regressions_path, args.create_regressions);
   const size_t regressions = runs.size();
   for (uint64_t i = 0; i < args.seeds; ++i) runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
+  const uint64_t min_seeds = std::min(args.min_seeds, args.seeds);
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
   fmt::print("leaseproof gate: {} regression runs, then scenario {} seeds {}..{} (duration {}{}), {} threads\n",
              regressions, scenario.name, first_seed, first_seed + args.seeds - 1, format_duration(duration),
@@ -263,8 +269,10 @@ int gate_command(const GateArgs& args) {
   std::atomic<uint64_t> finished{0};
   std::atomic<bool> out_of_budget{false};
   parallel_for(runs.size(), jobs, [&](uint64_t i) {
-    // The budget bounds new seeds only: regressions always run.
-    if (!runs[i].regression && budget && seconds_since(start) >= static_cast<double>(budget->ns()) / 1e9) {
+    // The budget bounds new seeds only, past the first min_seeds:
+    // regressions always run.
+    if (!runs[i].regression && i - regressions >= min_seeds && budget &&
+        seconds_since(start) >= static_cast<double>(budget->ns()) / 1e9) {
       out_of_budget = true;
       return;
     }
@@ -286,10 +294,15 @@ int gate_command(const GateArgs& args) {
   const double seconds = seconds_since(start);
 
   uint64_t counts[2][2] = {};  // [regression][failed]
+  uint64_t inconclusive = 0;   // passed, but ended before their recovery bound could be judged
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!outcomes[i].ran) continue;
     const scenarios::RunResult& result = outcomes[i].result;
     ++counts[runs[i].regression ? 1 : 0][result.passed() ? 0 : 1];
+    if (result.passed() && !result.inconclusive.empty() && ++inconclusive == 1) {
+      fmt::print("{} seed {}: INCONCLUSIVE: {}\n", runs[i].regression ? "regression" : "new", runs[i].seed,
+                 result.inconclusive);
+    }
     if (result.passed()) continue;
     fmt::print("{} seed {}: FAIL ({}): {}\n  reproduce: {}\n", runs[i].regression ? "regression" : "new",
                runs[i].seed, scenarios::violation_kind(result.violations.front()),
@@ -334,6 +347,10 @@ int gate_command(const GateArgs& args) {
   }
   if (failed > 0) {
     fmt::print("gate: FAIL ({} failing runs)\n", failed);
+  } else if (status == 0 && inconclusive > 0) {
+    fmt::print("gate: INCONCLUSIVE ({} of the passing runs ended before their recovery bound could be judged)\n",
+               inconclusive);
+    status = kExitInconclusive;
   } else {
     fmt::print("gate: {}\n", status == 0 ? "PASS" : "FAIL (every run passed, but a report could not be written)");
   }

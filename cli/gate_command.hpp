@@ -14,6 +14,7 @@ struct GateArgs {
   uint64_t seeds = 1000;    // new seeds to run, from first_seed
   std::string first_seed = "1";
   std::string budget;       // wall time, e.g. 60s; empty: none
+  uint64_t min_seeds = 10;  // new seeds that run whatever the budget (at most `seeds`)
   unsigned jobs = 0;        // 0: one per core
   std::string junit_path;
   std::string regressions_path;

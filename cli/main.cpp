@@ -49,8 +49,10 @@ void print_result(const scenarios::RunResult& result, double wall_seconds, doubl
       static_cast<double>(result.scheduler_events) / std::max(wall_seconds, 1e-9), simulated / std::max(wall_seconds, 1e-9));
   constexpr size_t kShown = 10;
   for (size_t i = 0; i < result.violations.size() && i < kShown; ++i) fmt::print("violation: {}\n", result.violations[i]);
-  if (result.violations.size() > kShown) fmt::print("... and {} more violations\n", result.violations.size() - kShown);
-  fmt::print("verdict: {}\n", result.passed() ? "PASS" : fmt::format("FAIL ({} violations)", result.violations.size()));
+  const uint64_t found = result.violations.size() + result.violations_unlisted;
+  if (found > kShown) fmt::print("... and {} more violations\n", found - std::min(kShown, result.violations.size()));
+  if (result.passed() && !result.inconclusive.empty()) fmt::print("inconclusive: {}\n", result.inconclusive);
+  fmt::print("verdict: {}\n", result.verdict());
   fmt::print("trace hash: {}\n", leaseproof::sim::format_hash(result.trace_hash));
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
 }
@@ -91,7 +93,7 @@ int run_command(const RunArgs& args, bool inline_checks) {
   }
   if (perfetto && !leaseproof::cli::commit_perfetto(*perfetto, result)) return kExitFailed;
   print_result(result, wall_seconds, cpu_seconds);
-  return result.passed() ? 0 : kExitFailed;
+  return exit_status(result);
 }
 
 // ---- timeline ------------------------------------------------------------------
@@ -214,23 +216,30 @@ int check_command(const DeterminismArgs& args) {
   });
   const double wall_seconds = seconds_since(start);
   uint64_t failed = 0;
+  uint64_t inconclusive = 0;
   uint64_t events = 0;
   std::map<std::string, uint64_t> totals;
   for (const scenarios::RunResult& result : results) {
     events += result.events;
     for (const auto& [name, value] : result.counters) totals[name] += value;
+    if (result.passed() && !result.inconclusive.empty() && ++inconclusive <= 10) {
+      fmt::print("seed {}: INCONCLUSIVE: {}\n", result.seed, result.inconclusive);
+    }
     if (result.passed()) continue;
     ++failed;
-    fmt::print("seed {}: FAIL ({} violations): {}\n  reproduce: {}\n", result.seed, result.violations.size(),
+    fmt::print("seed {}: {}: {}\n  reproduce: {}\n", result.seed, result.verdict(),
                result.violations.front().substr(0, result.violations.front().find('\n')),
                scenarios::reproduce_command(result));
   }
   std::string coverage;
   for (const auto& [name, value] : totals) coverage += fmt::format(" {}={}", name, value);
   fmt::print("totals:{}\n", coverage);
-  fmt::print("check: {} seeds, {} passed, {} failed; {} events in {:.2f} s ({:.1f} seeds/s)\n", count, count - failed,
-             failed, events, wall_seconds, static_cast<double>(count) / std::max(wall_seconds, 1e-9));
-  return failed == 0 ? 0 : kExitFailed;
+  if (inconclusive > 10) fmt::print("... and {} more inconclusive seeds\n", inconclusive - 10);
+  fmt::print("check: {} seeds, {} passed, {} failed, {} inconclusive; {} events in {:.2f} s ({:.1f} seeds/s)\n", count,
+             count - failed - inconclusive, failed, inconclusive, events, wall_seconds,
+             static_cast<double>(count) / std::max(wall_seconds, 1e-9));
+  if (failed > 0) return kExitFailed;
+  return inconclusive == 0 ? 0 : kExitInconclusive;
 }
 
 int list_scenarios() {

@@ -26,7 +26,7 @@ bool commit_perfetto(report::PerfettoFile& file, const scenarios::RunResult& res
       {"scenario", result.scenario},
       {"seed", fmt::format("{}", result.seed)},
       {"duration", format_duration(result.duration)},
-      {"verdict", result.passed() ? "PASS" : fmt::format("FAIL ({} violations)", result.violations.size())},
+      {"verdict", result.verdict()},
       {"trace hash", sim::format_hash(result.trace_hash)},
       {"reproduce", scenarios::reproduce_command(result)},
   };
@@ -57,7 +57,7 @@ int timeline_command(const scenarios::Scenario& scenario, scenarios::RunConfig c
   const std::vector<std::string> lines = timeline.lines();
   for (const std::string& line : lines) fmt::print("{}\n", line);
   fmt::print("timeline: {} lines for {}; the run: {} events, verdict {}, trace hash {}\n", lines.size(), connection,
-             result.events, result.passed() ? "PASS" : fmt::format("FAIL ({} violations)", result.violations.size()),
+             result.events, result.verdict(),
              sim::format_hash(result.trace_hash));
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
   return 0;

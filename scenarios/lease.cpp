@@ -193,6 +193,23 @@ nlohmann::json milliseconds(Duration duration) { return static_cast<double>(dura
 // What a sweep report needs from one run: every ended ownerless gap by cause
 // (with its bound), and DynamoDB's consumed capacity and requests per table
 // and index. Reports aggregate these over seeds (docs/reports.md).
+// A run whose liveness phase (from the heal plus the recovery bound to the
+// end) is empty judged no recovery it left unfinished: with connections
+// still ownerless at its end, a PASS would claim what it never saw.
+std::string inconclusive_reason(const LeaseScenarioOptions& o, const properties::LeaseCheckers& checkers,
+                                Duration liveness_bound) {
+  if (o.healed_at() + liveness_bound < o.duration) return {};
+  std::set<std::string_view, std::less<>> ownerless;
+  for (const properties::OwnerlessGap& gap : checkers.recovery().gaps()) {
+    if (!gap.ended && gap.cause != GapCause::stopped) ownerless.insert(gap.connection);
+  }
+  if (ownerless.empty()) return {};
+  return fmt::format(
+      "the run ends at {}, before its liveness phase could begin (faults healed at {} + recovery bound {}): {} "
+      "connections ownerless at the end were never judged",
+      o.duration, o.healed_at(), liveness_bound, ownerless.size());
+}
+
 nlohmann::json lease_metrics(const LeaseScenarioOptions& o, const properties::LeaseCheckers& checkers,
                              const std::map<GapCause, RecoveryBound>& bounds, const models::DynamoStore& store) {
   nlohmann::json recovery = nlohmann::json::object();
@@ -363,6 +380,7 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
   streaming.exactly_once.finish(caught_up);
   streaming.dead_peers->finish(Instant::zero() + o.duration);
   for (const std::string& v : streaming.exactly_once.violations()) result.violations.push_back(v);
+  result.violations_unlisted += streaming.exactly_once.violation_count() - streaming.exactly_once.violations().size();
   for (const std::string& v : streaming.dead_peers->violations()) result.violations.push_back(v);
   if (streaming.hub.queue_peak_bytes > s.hub.subscriber_queue_bytes_max) {
     result.violations.push_back(fmt::format("subscriber queue bound: a queue reached {} B, above its bound of {} B",
@@ -499,9 +517,14 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     result.failure_expected = "faults beyond the algorithm's assumptions: " + beyond;
   }
   const Instant end = Instant::zero() + o.duration;
-  checkers.check_liveness(Instant::zero() + o.healed_at(), bounds.at(GapCause::crash).total(), end);
+  const Duration liveness_bound = bounds.at(GapCause::crash).total();
+  checkers.check_liveness(Instant::zero() + o.healed_at(), liveness_bound, end);
   result.violations = invariants.violations();
-  for (std::string& violation : checkers.violations()) result.violations.push_back(std::move(violation));
+  std::vector<std::string> checker_violations = checkers.violations();
+  result.violations_unlisted = invariants.violation_count() - result.violations.size() + checkers.violation_count() -
+                               checker_violations.size();
+  for (std::string& violation : checker_violations) result.violations.push_back(std::move(violation));
+  result.inconclusive = inconclusive_reason(o, checkers, liveness_bound);
   result.summary = checkers.summary();
   if (streaming) finish_streaming(o, *streaming, result);
   std::map<std::string, uint64_t, LexLess> ordered(notes.begin(), notes.end());

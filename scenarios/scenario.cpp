@@ -72,6 +72,15 @@ void configure_trace(sim::World& world, const RunConfig& config) {
   if (config.observe_trace) config.observe_trace(world.trace());
 }
 
+std::string RunResult::verdict() const {
+  if (!violations.empty() && violations_unlisted > 0) {
+    return fmt::format("FAIL ({} violations, the first {} listed)", violations.size() + violations_unlisted,
+                       violations.size());
+  }
+  if (!violations.empty()) return fmt::format("FAIL ({} violations)", violations.size());
+  return inconclusive.empty() ? "PASS" : "INCONCLUSIVE";
+}
+
 RunResult world_result(const sim::World& world, const RunConfig& config, Duration duration, std::string options) {
   RunResult result;
   result.seed = config.seed;

@@ -58,6 +58,8 @@ struct RunResult {
   uint64_t scheduler_events = 0;       // scheduler callbacks run
   bool background_checks = false;      // the checkers ran on a thread of their own
   std::vector<std::string> violations; // empty: the verdict is PASS
+  // Violations found beyond those listed (each checker keeps its first few).
+  uint64_t violations_unlisted = 0;
   // Why a failure of this run would be expected, if it would: the articles'
   // algorithm, or faults beyond the algorithm's stated assumptions. Empty:
   // the run is meant to pass, and a failure is a regression (the gate
@@ -70,7 +72,14 @@ struct RunResult {
   std::vector<uint64_t> digests;
   std::vector<std::string> lines;
 
+  // Why a run without violations proves less than a PASS: it ended before
+  // its recovery bound could be judged, with connections still ownerless.
+  // Empty: the verdict is what the violations say.
+  std::string inconclusive;
+
   bool passed() const { return violations.empty(); }
+  // "PASS", "INCONCLUSIVE" or "FAIL (N violations)".
+  std::string verdict() const;
   uint64_t counter(std::string_view name) const;
 };
 

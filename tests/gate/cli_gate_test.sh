@@ -55,6 +55,23 @@ case $case_name in
       || fail "exit $?"
     grep -q '(budget reached)' "$dir/out" || fail "budget not reported: $(tail -3 "$dir/out")"
     grep -q 'seeds/s' "$dir/out" || fail "no throughput line"
+    # A budget spent at once still runs the minimum number of new seeds.
+    "$bin" gate --seeds 1000 --budget 1ms --min-seeds 5 --scenario lease-crash --duration 10m --params "$small" \
+      >"$dir/out" || fail "exit $?"
+    grep -q 'new seeds 5 of 1000 ran (budget reached): 5 passed' "$dir/out" || fail "min seeds: $(tail -3 "$dir/out")"
+    ;;
+  inconclusive)
+    # A 1-hour lease in a 10-minute run: the recovery bound outlasts the run.
+    short='{"workers":4,"connections":40,"lease":"1h","crash_every":"2m"}'
+    status=0
+    "$bin" run --seed 1 --scenario lease-crash --duration 10m --params "$short" >"$dir/out" || status=$?
+    [[ $status == 3 ]] || fail "an inconclusive run exited $status, expected 3"
+    grep -q '^verdict: INCONCLUSIVE$' "$dir/out" || fail "no INCONCLUSIVE verdict: $(tail -3 "$dir/out")"
+    grep -q '^inconclusive: .*connections ownerless at the end were never judged' "$dir/out" || fail "no reason given"
+    status=0
+    "$bin" gate --seeds 2 --scenario lease-crash --duration 10m --params "$short" >"$dir/out" || status=$?
+    [[ $status == 3 ]] || fail "an inconclusive gate exited $status, expected 3"
+    grep -q '^gate: INCONCLUSIVE (2 of the passing runs' "$dir/out" || fail "gate verdict: $(tail -3 "$dir/out")"
     ;;
   bad)
     expect_usage() {

@@ -1,6 +1,7 @@
 // The lease fleet simulation, end to end. Sizes are small so that the Debug
 // suite stays quick; the CLI runs the reference sizes (docs/scenarios.md).
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -212,6 +213,29 @@ TEST(LeaseScenario, SeedAlgorithmBreaksWithAClock16SecondsFast) {
   const RunResult result = run("lease-steady", 1, {{"algorithm", "seed"}, {"fast_worker_offset", "16s"}}, 10_min);
   ASSERT_FALSE(result.passed());
   EXPECT_NE(first_violation(result).find("two acting owners"), std::string::npos) << first_violation(result);
+  // Hundreds of violations, of which the checker lists its first 50: the
+  // verdict counts them all, as the checker's own line does.
+  const uint64_t found = result.violations.size() + result.violations_unlisted;
+  EXPECT_GT(result.violations_unlisted, 0u);
+  EXPECT_NE(result.summary.find(fmt::format("single ownership: {} violations", found)), std::string::npos)
+      << result.summary.substr(0, 200);
+  EXPECT_EQ(result.verdict(), fmt::format("FAIL ({} violations, the first {} listed)", found, result.violations.size()));
+  EXPECT_NE(result.failure_expected.find("algorithm seed"), std::string::npos);
+}
+
+// A run that ends before its liveness phase could begin, with connections
+// still ownerless, proves nothing about their recovery: INCONCLUSIVE, not a
+// PASS (a 1-hour lease, crashes, 10 minutes: the bound outlasts the run).
+TEST(LeaseScenario, ARunEndingBeforeItsRecoveryBoundIsInconclusive) {
+  const RunResult cut_short = run("lease-crash", 1, small({{"lease", "1h"}, {"crash_every", "2m"}}), 10_min);
+  EXPECT_TRUE(cut_short.passed()) << first_violation(cut_short);
+  EXPECT_EQ(cut_short.verdict(), "INCONCLUSIVE");
+  EXPECT_NE(cut_short.inconclusive.find("before its liveness phase could begin"), std::string::npos)
+      << cut_short.inconclusive;
+  EXPECT_NE(cut_short.inconclusive.find("connections ownerless at the end"), std::string::npos) << cut_short.inconclusive;
+  const RunResult whole = run("lease-crash", 1, small({{"crash_every", "2m"}}), 10_min);
+  EXPECT_EQ(whole.verdict(), "PASS") << whole.inconclusive << first_violation(whole);
+  EXPECT_EQ(whole.failure_expected, "");
 }
 
 // ...and the core in counter mode survives a skew that breaks its wall mode.
