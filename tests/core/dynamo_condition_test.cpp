@@ -53,6 +53,12 @@ TEST(DynamoCondition, PlaceholderAndNameErrors) {
             "attribute name: #nope");
   EXPECT_EQ(parse_error("status = :a"),
             "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: status");
+  // Every element of a document path is checked, not just the first: REGION
+  // and DATA are on DynamoDB's list (dynalite rejects them too).
+  EXPECT_EQ(parse_error("meta.region = :a"),
+            "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: region");
+  EXPECT_EQ(parse_error("attribute_exists(m.l[0].data)"),
+            "Invalid ConditionExpression: Attribute name is a reserved keyword; reserved keyword: data");
   // A syntax error wins over an undefined placeholder earlier in the text.
   EXPECT_EQ(parse_error("a = :missing ="),
             R"(Invalid ConditionExpression: Syntax error; token: "=", near: ":missing =")");

@@ -85,6 +85,8 @@ TEST(DynamoProjection, RejectsOverlapsAndReservedWords) {
             "these paths; path one: [m], path two: [m, a]");
   EXPECT_EQ(parse_projection("name", {}).error().message,
             "Invalid ProjectionExpression: Attribute name is a reserved keyword; reserved keyword: name");
+  EXPECT_EQ(parse_projection("meta.region", {}).error().message,
+            "Invalid ProjectionExpression: Attribute name is a reserved keyword; reserved keyword: region");
   EXPECT_EQ(parse_projection("a,", {}).error().message,
             R"(Invalid ProjectionExpression: Syntax error; token: "<EOF>", near: ",")");
 }

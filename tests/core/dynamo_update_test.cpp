@@ -157,5 +157,20 @@ TEST(DynamoUpdate, UpdatedAttributesForReturnValues) {
   EXPECT_EQ(updated_attributes(plan, new_item), (Item{{"n", N("2")}, {"m", AttributeValue::map({{"x", S("text")}})}}));
 }
 
+// Every element of a document path is checked in every clause (DynamoDB and
+// dynalite answer ValidationException; the model accepted a nested one).
+TEST(DynamoUpdate, ReservedWordsAnywhereInAPathAreRefused) {
+  EXPECT_EQ(plan_error("SET meta.region = :v"),
+            "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: region");
+  EXPECT_EQ(plan_error("REMOVE meta.status"),
+            "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: status");
+  EXPECT_EQ(plan_error("ADD m.l[1].ttl :one"),
+            "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: ttl");
+  EXPECT_EQ(plan_error("SET a = meta.name"),
+            "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: name");
+  EXPECT_EQ(plan_error("DELETE tags.user :tags"),
+            "Invalid UpdateExpression: Attribute name is a reserved keyword; reserved keyword: user");
+}
+
 }  // namespace
 }  // namespace leaseproof::dynamo

@@ -231,7 +231,7 @@ TEST_P(DynamoDifferentialCorpus, ModelAnswersLikeDynalite) {
 
 INSTANTIATE_TEST_SUITE_P(Corpus, DynamoDifferentialCorpus,
                          ::testing::Values("leases.jsonl", "registry.jsonl", "malformed.jsonl",
-                                           "return-values.jsonl"));
+                                           "return-values.jsonl", "reserved-words.jsonl"));
 
 // ---- generated sequences ------------------------------------------------------
 // Each step is 8 random bytes that choose an operation and its parameters from
