@@ -28,7 +28,7 @@ std::optional<models::WireResponse> from_endpoint(runtime::BlockingDynamoHttpCli
   const std::string operation = request.target.substr(request.target.find('.') + 1);
   runtime::DynamoHttpResult result = client.call(operation, request.body);
   if (!result.ok()) {
-    fmt::print(stderr, "leaseproof: line {}: endpoint did not answer: {} ({})\n", request.line,
+    fmt::print(stderr, "leaseproof: line {}: no usable answer from the endpoint: {} ({})\n", request.line,
                runtime::to_string(result.error().kind), result.error().detail);
     return std::nullopt;
   }

@@ -247,6 +247,35 @@ std::string current_amz_date() {
   return std::string(text.data(), length);
 }
 
+// Why an HTTP answer is not DynamoDB's ("" when it is): DynamoDB answers with
+// a JSON object, and every error it sends names its type in "__type". A
+// proxy's or another server's page (a 404, an HTML error, an empty 502) is
+// not an answer to the request: reported with its status and the start of
+// its body, never taken for an empty success.
+std::string not_dynamodb(const DynamoHttpResponse& response, std::string_view body) {
+  constexpr size_t excerpt_bytes_max = 200;
+  std::string start;  // the body's first bytes on one line: runs of whitespace as one space
+  for (const char c : body.substr(0, excerpt_bytes_max)) {
+    const bool space = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+    if (!space) start += c;
+    else if (!start.empty() && start.back() != ' ') start += ' ';
+  }
+  const std::string excerpt = body.empty() ? std::string{"an empty body"}
+                                           : fmt::format("'{}'{}", start, body.size() > excerpt_bytes_max ? "..." : "");
+  if (response.body.is_discarded()) {
+    return fmt::format("not a DynamoDB answer: HTTP {} with a body that is not JSON: {}", response.http_status, excerpt);
+  }
+  if (!response.body.is_object()) {
+    return fmt::format("not a DynamoDB answer: HTTP {} with a JSON body that is not an object: {}",
+                       response.http_status, excerpt);
+  }
+  if (response.http_status != 200 && response.error_type().empty()) {
+    return fmt::format("not a DynamoDB answer: HTTP {} without an error type (\"__type\"): {}", response.http_status,
+                       excerpt);
+  }
+  return {};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -534,10 +563,9 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     if (!keep_alive) {
       close_connection();
     }
-    if (response.body.is_discarded()) {
+    if (std::string problem = not_dynamodb(response, body); !problem.empty()) {
       close_connection();
-      finish(TransportError{TransportErrorKind::bad_response,
-                            fmt::format("HTTP {} with a body that is not JSON: {:.200}", response.http_status, body)});
+      finish(TransportError{TransportErrorKind::bad_response, std::move(problem)});
       return;
     }
     finish(std::move(response));

@@ -69,7 +69,7 @@ enum class TransportErrorKind {
   connect_failed,    // e.g. connection refused
   timeout,           // request_timeout elapsed: outcome unknown
   connection_lost,   // write or read failed: outcome unknown
-  bad_response,      // not HTTP, body too large, or body not JSON
+  bad_response,      // not HTTP, body too large, or not DynamoDB's answer (a JSON object; an error with "__type")
   queue_full,        // requests_queued_max requests already waiting
   client_closed,     // the client was destroyed before the request finished
 };

@@ -13,6 +13,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/read.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -283,6 +286,81 @@ TEST(DynamoHttpClientTransport, UnusableEndpointOrOperationIsAValueNotAnExceptio
   EXPECT_EQ(error_kind(client.call("List\r\nTables", json::object())), TransportErrorKind::invalid_request);
   EXPECT_EQ(error_kind(client.call("ListTables", json{{"bad", std::string("\xff")}})),
             TransportErrorKind::invalid_request);
+}
+
+// A server on loopback that answers one request with `answer` (raw HTTP)
+// and closes: stands in for whatever may listen where DynamoDB was expected.
+class CannedServer {
+ public:
+  explicit CannedServer(std::string answer)
+      : acceptor_(io_, {boost::asio::ip::make_address("127.0.0.1"), 0}), thread_([this, answer = std::move(answer)] {
+          boost::system::error_code ec;
+          boost::asio::ip::tcp::socket socket(io_);
+          acceptor_.accept(socket, ec);
+          if (ec) return;
+          std::string request;
+          // Headers, then the body by its Content-Length (the client sends one).
+          boost::asio::read_until(socket, boost::asio::dynamic_buffer(request), "\r\n\r\n", ec);
+          const size_t headers_end = request.find("\r\n\r\n") + 4;
+          const size_t length_at = request.find("Content-Length: ");
+          const size_t length = length_at == std::string::npos ? 0 : std::stoul(request.substr(length_at + 16));
+          if (request.size() < headers_end + length) {
+            boost::asio::read(socket, boost::asio::dynamic_buffer(request),
+                              boost::asio::transfer_exactly(headers_end + length - request.size()), ec);
+          }
+          boost::asio::write(socket, boost::asio::buffer(answer), ec);
+          socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+        }) {}
+  ~CannedServer() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+  std::string endpoint() const { return fmt::format("http://127.0.0.1:{}", acceptor_.local_endpoint().port()); }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+};
+
+DynamoHttpResult call_canned(const std::string& answer) {
+  CannedServer server(answer);
+  DynamoHttpClientOptions options;
+  options.endpoint_url = server.endpoint();
+  options.request_timeout = Duration::from_s(5);
+  BlockingDynamoHttpClient client(options);
+  return client.call("ListTables", json::object());
+}
+
+std::string http(std::string_view status, std::string_view body) {
+  return fmt::format("HTTP/1.1 {}\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n{}", status,
+                     body.size(), body);
+}
+
+// Another server where DynamoDB was expected answers with errors that are
+// not DynamoDB's: each is a bad_response naming the status and the body's
+// start, never an empty success (`dynamo replay --endpoint` printed {} and
+// exited 0 against such a server).
+TEST(DynamoHttpClientTransport, AnAnswerThatIsNotDynamoDBsIsABadResponse) {
+  const std::pair<std::string, std::string> cases[] = {
+      {http("404 Not Found", ""), "HTTP 404 without an error type (\"__type\"): an empty body"},
+      {http("502 Bad Gateway", "<html>bad gateway</html>"), "HTTP 502 with a body that is not JSON: '<html>bad gateway"},
+      {http("500 Internal Server Error", R"({"error":"boom"})"), R"(HTTP 500 without an error type ("__type"): '{"error")"},
+      {http("200 OK", "[1,2]"), "HTTP 200 with a JSON body that is not an object: '[1,2]'"},
+  };
+  for (const auto& [answer, expected] : cases) {
+    const DynamoHttpResult result = call_canned(answer);
+    ASSERT_FALSE(result.ok()) << expected;
+    EXPECT_EQ(result.error().kind, TransportErrorKind::bad_response) << describe(result);
+    EXPECT_NE(result.error().detail.find("not a DynamoDB answer: " + expected), std::string::npos)
+        << result.error().detail;
+  }
+  // DynamoDB's own error is an answer, whatever its status.
+  const DynamoHttpResult error = call_canned(
+      http("400 Bad Request", R"({"__type":"com.amazonaws.dynamodb.v20120810#ValidationException","message":"m"})"));
+  ASSERT_TRUE(error.ok()) << describe(error);
+  EXPECT_EQ(error.response().error_type(), "ValidationException");
 }
 
 TEST(SigV4, Sha256KnownAnswers) {
