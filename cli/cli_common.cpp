@@ -1,12 +1,131 @@
 #include "cli/cli_common.hpp"
 
+#include <array>
 #include <charconv>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 namespace leaseproof::cli {
+
+nlohmann::json parse_json_input(const std::string& text, std::string_view source) {
+  std::vector<std::set<std::string, std::less<>>> keys;  // one set per open object
+  std::string duplicate;
+  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text, callback);
+  } catch (const nlohmann::json::parse_error& error) {
+    std::string_view what = error.what();  // "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
+    if (const size_t at = what.find("] "); at != std::string_view::npos) what.remove_prefix(at + 2);
+    throw UsageError{fmt::format("{}: not valid JSON: {}", source, what)};
+  }
+  if (!duplicate.empty()) {
+    throw UsageError{fmt::format("{}: the key \"{}\" appears twice in one object", source, duplicate)};
+  }
+  return json;
+}
+
+void check_output_file(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code error;
+  if (fs::is_directory(path, error)) {
+    throw UsageError{fmt::format("{}: '{}' is a directory; give a file name", flag, path)};
+  }
+  const fs::path parent = fs::absolute(path, error).parent_path();
+  if (!fs::is_directory(parent, error)) {
+    throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, path, parent.string())};
+  }
+  // The writers go through PATH.tmp: create it once, and remove it again.
+  const std::string probe = path + ".tmp";
+  const bool existed = fs::exists(probe, error);
+  if (!std::ofstream{probe, std::ios::app}) {
+    throw UsageError{fmt::format("{}: cannot write '{}' (creating '{}' failed)", flag, path, probe)};
+  }
+  if (!existed) fs::remove(probe, error);
+}
+
+void check_output_directory(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw UsageError{fmt::format("{}: required: a directory", flag)};
+  std::error_code error;
+  if (fs::exists(path, error) && !fs::is_directory(path, error)) {
+    throw UsageError{fmt::format("{}: '{}' exists and is not a directory", flag, path)};
+  }
+  // The directory (or the closest of its parents that exists) must take a
+  // new entry; the probe is removed again, so a refused job writes nothing.
+  fs::path existing = fs::absolute(path, error);
+  while (!fs::exists(existing, error) && existing.has_parent_path() && existing != existing.parent_path()) {
+    existing = existing.parent_path();
+  }
+  if (!fs::is_directory(existing, error)) {
+    throw UsageError{fmt::format("{}: cannot create '{}': '{}' is not a directory", flag, path, existing.string())};
+  }
+  const fs::path probe = existing / fmt::format(".leaseproof-probe-{}", ::getpid());
+  if (!fs::create_directory(probe, error) || error) {
+    throw UsageError{fmt::format("{}: cannot create '{}': {} in '{}'", flag, path,
+                                 error ? error.message() : "cannot create an entry", existing.string())};
+  }
+  fs::remove(probe, error);
+}
+
+namespace {
+
+// Paths to remove on an interrupt, as fixed C strings: the handler may only
+// call async-signal-safe functions (unlink, signal, raise).
+constexpr size_t kInterruptPathsMax = 8;
+constexpr size_t kInterruptPathBytesMax = 4096;
+std::array<std::array<char, kInterruptPathBytesMax>, kInterruptPathsMax> interrupt_paths{};
+std::array<std::atomic<bool>, kInterruptPathsMax> interrupt_path_used{};
+std::mutex interrupt_paths_mutex;
+
+extern "C" void remove_on_interrupt(int signal_number) {
+  for (size_t i = 0; i < kInterruptPathsMax; ++i) {
+    if (interrupt_path_used[i].load()) ::unlink(interrupt_paths[i].data());
+  }
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+}  // namespace
+
+RemoveOnInterrupt::RemoveOnInterrupt(const std::string& path) {
+  if (path.empty() || path.size() >= kInterruptPathBytesMax) return;
+  const std::lock_guard lock{interrupt_paths_mutex};
+  for (size_t i = 0; i < kInterruptPathsMax; ++i) {
+    if (interrupt_path_used[i].load()) continue;
+    std::memcpy(interrupt_paths[i].data(), path.c_str(), path.size() + 1);
+    interrupt_path_used[i].store(true);
+    slot_ = static_cast<int>(i);
+    // A signal the parent chose to ignore (a background job's SIGINT) stays ignored.
+    for (const int signal_number : {SIGINT, SIGTERM}) {
+      if (std::signal(signal_number, remove_on_interrupt) == SIG_IGN) std::signal(signal_number, SIG_IGN);
+    }
+    return;
+  }
+}
+
+RemoveOnInterrupt::~RemoveOnInterrupt() {
+  if (slot_ >= 0) interrupt_path_used[static_cast<size_t>(slot_)].store(false);
+}
 
 int exit_status(const scenarios::RunResult& result) {
   if (!result.passed()) return kExitFailed;
@@ -67,10 +186,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 nlohmann::json scenario_parameters(const RunArgs& args) {
   nlohmann::json parameters = nlohmann::json::object();
   auto merge = [&](const std::string& text, std::string_view source) {
-    nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded() || !json.is_object()) {
-      throw UsageError{fmt::format("{}: not a JSON object", source)};
-    }
+    const nlohmann::json json = parse_json_input(text, source);
+    if (!json.is_object()) throw UsageError{fmt::format("{}: not a JSON object", source)};
     for (const auto& [key, value] : json.items()) parameters[key] = value;
   };
   if (!args.config_path.empty()) {

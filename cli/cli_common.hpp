@@ -66,6 +66,33 @@ std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run_args(con
 // shorthand flags; each later source overrides fields of the earlier.
 nlohmann::json scenario_parameters(const RunArgs& args);
 
+// JSON given by the user (a flag, a spec, a line of a file), parsed strictly:
+// a syntax error names its line and column, and a key given twice in one
+// object is refused (nlohmann would keep the last silently). Throws
+// UsageError starting with `source`.
+nlohmann::json parse_json_input(const std::string& text, std::string_view source);
+
+// Output paths, checked before any work so that a long job never ends in
+// "cannot write": a file must not be a directory, its directory must exist,
+// and a file must be creatable there; a directory is created (with its
+// parents) and must take a file. Throw UsageError naming `flag`.
+void check_output_file(std::string_view flag, const std::string& path);
+void check_output_directory(std::string_view flag, const std::string& path);
+
+// While alive, `path` is removed if the process is interrupted (SIGINT,
+// SIGTERM): a stopped run leaves no partial FILE.tmp behind. At most a few
+// paths at once (kInterruptPathsMax).
+class RemoveOnInterrupt {
+ public:
+  explicit RemoveOnInterrupt(const std::string& path);
+  ~RemoveOnInterrupt();
+  RemoveOnInterrupt(const RemoveOnInterrupt&) = delete;
+  RemoveOnInterrupt& operator=(const RemoveOnInterrupt&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
 // Throws UsageError with the scenario's message when it rejects the config.
 void validate_config(const scenarios::Scenario& scenario, const scenarios::RunConfig& config);
 

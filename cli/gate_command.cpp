@@ -60,8 +60,8 @@ std::vector<GateRun> read_regressions(const std::string& path, bool create) {
     auto fail = [&](std::string_view what) {
       return UsageError{fmt::format("--regressions: '{}' line {}: {}", path, number, what)};
     };
-    const nlohmann::json entry = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (entry.is_discarded() || !entry.is_object()) throw fail("not a JSON object");
+    const nlohmann::json entry = parse_json_input(line, fmt::format("--regressions: '{}' line {}", path, number));
+    if (!entry.is_object()) throw fail("not a JSON object");
     if (!entry.contains("scenario") || !entry["scenario"].is_string()) throw fail("\"scenario\" must be a string");
     if (!entry.contains("seed") || !entry["seed"].is_number_unsigned()) {
       throw fail("\"seed\" must be an unsigned integer");
@@ -244,13 +244,8 @@ int gate_command(const GateArgs& args) {
   validate_seeds(scenario, first_seed, args.seeds, duration, parameters);
   // Output files are checked before anything runs: a gate that cannot
   // report must not spend its budget first.
-  for (const auto& [flag, path] : {std::pair{"--junit", &args.junit_path}, std::pair{"--regressions", &args.regressions_path}}) {
-    if (path->empty()) continue;
-    const std::filesystem::path parent = std::filesystem::absolute(*path).parent_path();
-    if (!std::filesystem::is_directory(parent)) {
-      throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, *path, parent.string())};
-    }
-  }
+  check_output_file("--junit", args.junit_path);
+  if (!args.no_record) check_output_file("--regressions", args.regressions_path);
   if (args.create_regressions && args.regressions_path.empty()) {
     throw UsageError{"--create-regressions: needs --regressions FILE"};
   }

@@ -64,8 +64,12 @@ int run_command(const RunArgs& args, bool inline_checks) {
   const scenarios::Scenario& scenario = *scenario_found;
   // The trace goes to a temporary file, renamed into place only when the run
   // completed: a reader never sees half a trace under the requested name.
+  check_output_file("--trace", args.trace_path);
+  check_output_file("--perfetto", args.perfetto_path);
   std::ofstream trace_file;
   const std::string temporary = args.trace_path + ".tmp";
+  const RemoveOnInterrupt trace_guard{args.trace_path.empty() ? std::string{} : temporary};
+  const RemoveOnInterrupt perfetto_guard{args.perfetto_path.empty() ? std::string{} : args.perfetto_path + ".tmp"};
   if (!args.trace_path.empty()) {
     trace_file.open(temporary, std::ios::out | std::ios::trunc);
     if (!trace_file) throw UsageError{fmt::format("--trace: cannot write '{}'", args.trace_path)};

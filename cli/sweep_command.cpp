@@ -36,9 +36,7 @@ nlohmann::json read_json_file(const std::string& path, std::string_view what) {
   if (!in) throw UsageError{fmt::format("{}: cannot read '{}'", what, path)};
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw UsageError{fmt::format("{}: '{}' is not valid JSON", what, path)};
-  return json;
+  return parse_json_input(text.str(), fmt::format("{}: '{}'", what, path));
 }
 
 // The spec file, with --seeds applied before it is checked.
@@ -54,11 +52,6 @@ report::SweepSpec load_spec(const SweepArgs& args) {
     if (json.is_object()) json["seeds"] = seeds;
   }
   return report::parse_sweep_spec(json);
-}
-
-void check_out_directory(const std::string& out) {
-  if (out.empty()) throw UsageError{"--out: required: the directory for the reports"};
-  if (fs::exists(out) && !fs::is_directory(out)) throw UsageError{fmt::format("--out: '{}' exists and is not a directory", out)};
 }
 
 std::string eta_text(double seconds) {
@@ -164,7 +157,7 @@ int sweep_command(const SweepArgs& args) {
   } catch (const report::SweepInputError& error) {
     throw UsageError{error.what()};
   }
-  check_out_directory(args.out);
+  check_output_directory("--out", args.out);
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
   uint64_t cells = 1;
   for (const report::SweepAxis& axis : spec.axes) cells *= axis.values.size();
@@ -213,7 +206,7 @@ int report_merge_command(const MergeArgs& args) {
     }
     documents.push_back({directory, read_json_file(file.string(), "report merge")});
   }
-  check_out_directory(args.out);
+  check_output_directory("--out", args.out);
   report::SweepData data;
   try {
     data = report::merge_shards(documents);

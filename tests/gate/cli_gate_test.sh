@@ -87,8 +87,16 @@ case $case_name in
     printf '{"scenario":"lease-swarm","seed":7,"color":"red"}\n' >"$dir/bad.jsonl"
     expect_usage 'unknown field "color"' --regressions "$dir/bad.jsonl"
     printf 'not json\n' >"$dir/bad.jsonl"
+    expect_usage "line 1: not valid JSON: parse error at line 1, column 2" --regressions "$dir/bad.jsonl"
+    printf '[1]\n' >"$dir/bad.jsonl"
     expect_usage "line 1: not a JSON object" --regressions "$dir/bad.jsonl"
     expect_usage "--junit: cannot write" --junit "$dir/missing/j.xml"
+    expect_usage "--junit: '$dir' is a directory; give a file name" --junit "$dir"
+    # JSON input: a key given twice is refused, a syntax error names its place.
+    expect_usage 'the key "workers" appears twice in one object' --params '{"workers":3,"workers":4}'
+    expect_usage "--params: not valid JSON: parse error at line 1, column 12" --params '{"workers":'
+    printf '{"scenario":"lease-swarm","seed":7,"seed":8}\n' >"$dir/dup.jsonl"
+    expect_usage "line 1: the key \"seed\" appears twice" --regressions "$dir/dup.jsonl"
     # A mistyped regression file would silently skip every regression.
     expect_usage "'$dir/none.jsonl' does not exist (check the path, or add --create-regressions" \
       --regressions "$dir/none.jsonl"

@@ -2,7 +2,8 @@
 # The report commands end to end, as the README shows them: `run --perfetto`
 # writes a whole file and leaves the trace hash as it was; an unwritable file
 # and an unknown connection get clear errors and a non-zero exit, and leave no
-# file behind. Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|timeline
+# file behind; an interrupted run leaves no partial file.
+# Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|interrupt|timeline
 set -u
 bin=$1
 case_name=$2
@@ -29,13 +30,32 @@ case $case_name in
     [ $status -eq 2 ] || fail "exit status $status for a file in a missing directory"
     grep -q -- "--perfetto: cannot write '$dir/missing/run.json'" "$dir/err" || fail "unclear error: $(cat "$dir/err")"
     [ ! -e "$dir/missing" ] || fail "something was created"
-    # A name taken by a directory: the rename fails once the run is done.
+    # A name taken by a directory: refused before the run (it used to run
+    # the whole job and then fail to rename its file into place).
     mkdir -p "$dir/taken/inside"
-    "$bin" run "${args[@]}" --perfetto "$dir/taken" > /dev/null 2> "$dir/err"
+    "$bin" run "${args[@]}" --perfetto "$dir/taken" > "$dir/out" 2> "$dir/err"
     status=$?
-    [ $status -ne 0 ] || fail "exit status 0 when the file could not be put in place"
-    grep -q -- "--perfetto: renaming" "$dir/err" || fail "unclear error: $(cat "$dir/err")"
+    [ $status -eq 2 ] || fail "exit status $status for a file name taken by a directory"
+    grep -q -- "--perfetto: '$dir/taken' is a directory; give a file name" "$dir/err" || fail "unclear error: $(cat "$dir/err")"
+    [ ! -s "$dir/out" ] || fail "the run started: $(head -2 "$dir/out")"
     [ ! -e "$dir/taken.tmp" ] || fail "the temporary file was left"
+    "$bin" run "${args[@]}" --trace "$dir/taken" > "$dir/out" 2> "$dir/err"
+    [ $? -eq 2 ] && grep -q -- "--trace: '$dir/taken' is a directory" "$dir/err" || fail "--trace DIR: $(cat "$dir/err")"
+    ;;
+  interrupt)
+    # A run stopped by a signal leaves no partial trace or Perfetto file
+    # (SIGTERM here: a background job of a script ignores SIGINT; Ctrl-C in
+    # a terminal takes the same path).
+    "$bin" run --seed 1 --scenario lease-crash --trace "$dir/t.jsonl" --perfetto "$dir/p.json" > /dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [ -s "$dir/t.jsonl.tmp" ] && break; sleep 0.1; done
+    [ -s "$dir/t.jsonl.tmp" ] || { kill -9 $pid; fail "the run wrote no trace within 10 s"; }
+    kill -TERM $pid
+    wait $pid
+    status=$?
+    [ $status -eq 143 ] || fail "exit status $status after SIGTERM, expected 143"
+    leftover=$(ls "$dir")
+    [ -z "$leftover" ] || fail "files left after the interrupt: $leftover"
     ;;
   timeline)
     "$bin" timeline "${args[@]}" --connection c3 > "$dir/out" 2> "$dir/err" || fail "timeline failed: $(cat "$dir/err")"

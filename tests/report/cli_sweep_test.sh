@@ -50,6 +50,12 @@ case $case_name in
     expect_usage_error "shard 0/2" "--shard: '0/2': the index i must be between 1 and n (2)" \
       sweep --spec "$spec" --shard 0/2 --out "$dir/reports"
     expect_usage_error "missing spec" "--spec: cannot read '$dir/none.json'" sweep --spec "$dir/none.json" --out "$dir/reports"
+    # Outputs are checked before the work: a directory that cannot be made.
+    expect_usage_error "unwritable out" "--out: cannot create '/proc/leaseproof-out/x'" \
+      sweep --spec "$spec" --out /proc/leaseproof-out/x
+    printf '{"scenario": "lease-steady", "scenario": "lease-crash"}' >"$dir/dup.json"
+    expect_usage_error "duplicate key" "the key \"scenario\" appears twice in one object" \
+      sweep --spec "$dir/dup.json" --out "$dir/reports"
     expect_usage_error "missing shard directory" "report merge: shard directory '$dir/nowhere' does not exist" \
       report merge --out "$dir/reports" "$dir/nowhere"
     mkdir -p "$dir/empty"
