@@ -235,9 +235,20 @@ int check_command(const DeterminismArgs& args) {
                result.violations.front().substr(0, result.violations.front().find('\n')),
                scenarios::reproduce_command(result));
   }
-  std::string coverage;
-  for (const auto& [name, value] : totals) coverage += fmt::format(" {}={}", name, value);
-  fmt::print("totals:{}\n", coverage);
+  // Totals over every seed, one line per family of counters (lease.*,
+  // mark.lease.*, dynamo.*, ...): a person reads them, a script splits them.
+  fmt::print("totals:\n");
+  std::string family;
+  std::string line;
+  for (const auto& [name, value] : totals) {
+    const size_t dot = name.find('.', name.starts_with("mark.") ? 5 : 0);
+    const std::string this_family = name.substr(0, dot == std::string::npos ? name.size() : dot);
+    if (this_family != family && !line.empty()) fmt::print("  {}\n", line);
+    if (this_family != family) line.clear();
+    family = this_family;
+    line += fmt::format("{}{}={}", line.empty() ? "" : " ", name, value);
+  }
+  if (!line.empty()) fmt::print("  {}\n", line);
   if (inconclusive > 10) fmt::print("... and {} more inconclusive seeds\n", inconclusive - 10);
   fmt::print("check: {} seeds, {} passed, {} failed, {} inconclusive; {} events in {:.2f} s ({:.1f} seeds/s)\n", count,
              count - failed - inconclusive, failed, inconclusive, events, wall_seconds,

@@ -138,7 +138,27 @@ void judge(std::string_view name, const LabOptions& o, const LabObserver& seen, 
   }
   result.summary = fmt::format("subscriber queue peak {} B (bound {} B); {} opens; hub closes: {}", hub.queue_peak_bytes,
                                o.hub.subscriber_queue_bytes_max, seen.opens.size(), seen.closes.size());
-  for (const auto& [at, detail] : seen.closes) result.summary += fmt::format("\n  {} hub.close {}", at, detail);
+  // One line per close; closes at one instant for one reason (a mass close)
+  // folded into one line naming the first and last connection.
+  for (size_t i = 0; i < seen.closes.size();) {
+    const auto& [at, detail] = seen.closes[i];
+    const std::string_view reason = std::string_view{detail}.substr(std::min(detail.find(' '), detail.size()));
+    size_t j = i + 1;
+    while (j < seen.closes.size() && seen.closes[j].first == at &&
+           std::string_view{seen.closes[j].second}.ends_with(reason) &&
+           seen.closes[j].second.size() - reason.size() == seen.closes[j].second.find(' ')) {
+      ++j;
+    }
+    if (j - i > 2) {
+      const std::string& last = seen.closes[j - 1].second;
+      result.summary += fmt::format("\n  {} hub.close{}: {} connections, {} .. {}", at, reason, j - i,
+                                    detail.substr(0, detail.size() - reason.size()),
+                                    last.substr(0, last.size() - reason.size()));
+    } else {
+      for (size_t k = i; k < j; ++k) result.summary += fmt::format("\n  {} hub.close {}", at, seen.closes[k].second);
+    }
+    i = j;
+  }
   if (name == "stream-slow-subscriber") {
     const bool full = std::any_of(seen.closes.begin(), seen.closes.end(),
                                   [](const auto& c) { return c.second.find(" 1013 ") != std::string::npos; });
