@@ -34,6 +34,36 @@ using leaseproof::Duration;
 namespace scenarios = leaseproof::scenarios;
 using namespace leaseproof::cli;  // the command helpers (cli_common.hpp)
 
+// After a FAIL: the commands that lead from the verdict to the story, with
+// this binary's own path: shrink the run, stop it at its first violation,
+// read the connection's timeline. The time and the connection are read from
+// the first violation's text (its first "@TIME" and "connection cN").
+void print_next_commands(const scenarios::RunResult& result) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  const std::string binary = error ? std::string{"leaseproof"} : self.string();
+  const std::string reproduce = scenarios::reproduce_command(result);
+  constexpr std::string_view kRun = "leaseproof run ";
+  if (!reproduce.starts_with(kRun)) return;
+  const std::string args = reproduce.substr(kRun.size());
+  const std::string& first = result.violations.front();
+  std::string at;
+  if (const size_t sign = first.find('@'); sign != std::string::npos) {
+    const size_t stop = first.find_first_not_of("0123456789hmsun.", sign + 1);
+    at = first.substr(sign + 1, (stop == std::string::npos ? first.size() : stop) - sign - 1);
+  }
+  std::string connection;
+  if (const size_t word = first.find("connection c"); word != std::string::npos) {
+    const size_t begin = word + std::string_view{"connection "}.size();
+    connection = first.substr(begin, first.find_first_not_of("c0123456789", begin + 1) - begin);
+  }
+  fmt::print("next:\n  {} shrink {}   # the same failure, smaller\n", binary, args);
+  if (!at.empty()) fmt::print("  {} replay {} --until-time {}   # the events up to the first violation\n", binary, args, at);
+  if (!connection.empty()) {
+    fmt::print("  {} timeline {} --connection {}   # that connection's story\n", binary, args, connection);
+  }
+}
+
 void print_result(const scenarios::RunResult& result, double wall_seconds, double cpu_seconds) {
   fmt::print("options: {}\n", result.options);
   std::string counters;
@@ -55,6 +85,7 @@ void print_result(const scenarios::RunResult& result, double wall_seconds, doubl
   fmt::print("verdict: {}\n", result.verdict());
   fmt::print("trace hash: {}\n", leaseproof::sim::format_hash(result.trace_hash));
   fmt::print("reproduce: {}\n", scenarios::reproduce_command(result));
+  if (!result.passed()) print_next_commands(result);
 }
 
 

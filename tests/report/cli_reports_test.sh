@@ -3,7 +3,7 @@
 # writes a whole file and leaves the trace hash as it was; an unwritable file
 # and an unknown connection get clear errors and a non-zero exit, and leave no
 # file behind; an interrupted run leaves no partial file.
-# Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|interrupt|timeline
+# Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|interrupt|next|timeline
 set -u
 bin=$1
 case_name=$2
@@ -56,6 +56,24 @@ case $case_name in
     [ $status -eq 143 ] || fail "exit status $status after SIGTERM, expected 143"
     leftover=$(ls "$dir")
     [ -z "$leftover" ] || fail "files left after the interrupt: $leftover"
+    ;;
+  next)
+    # A FAIL ends with the commands that lead to its story, with this
+    # binary's path; the replay and timeline lines run as printed.
+    unsafe=(--seed 3 --scenario lease-crash --duration 10m
+            --params '{"workers":3,"connections":50,"crash_every":"4m","algorithm":"seed","fast_worker_offset":"16s"}')
+    "$bin" run "${unsafe[@]}" > "$dir/out"
+    [ $? -eq 1 ] || fail "the unsafe run did not fail"
+    grep -q "^next:$" "$dir/out" || fail "no next: block"
+    grep -q "^  $bin shrink --seed 3 " "$dir/out" || fail "no shrink line with the binary's path: $(tail -4 "$dir/out")"
+    for command in replay timeline; do
+      line=$(grep "^  $bin $command " "$dir/out" | sed 's/   # .*//')
+      [ -n "$line" ] || fail "no $command line"
+      eval "$line" > "$dir/$command.out" 2>&1 || fail "'$line' failed: $(tail -3 "$dir/$command.out")"
+    done
+    grep -q "connections with more than one acting owner: [1-9]" "$dir/replay.out" ||
+      fail "the replay does not show the overlap: $(tail -3 "$dir/replay.out")"
+    grep -q "c[0-9]" "$dir/timeline.out" || fail "the timeline is empty"
     ;;
   timeline)
     "$bin" timeline "${args[@]}" --connection c3 > "$dir/out" 2> "$dir/err" || fail "timeline failed: $(cat "$dir/err")"
