@@ -110,14 +110,14 @@ TEST(DynamoCondition, TypeMismatchIsFalseNotAnError) {
 
 TEST(DynamoCondition, MissingAttributes) {
   const Item item{{"a", S("x")}};
-  EXPECT_FALSE(holds("missing = :a", item));
-  EXPECT_TRUE(holds("missing <> :a", item));
-  EXPECT_FALSE(holds("missing < :n10", item));
-  EXPECT_TRUE(holds("attribute_not_exists(missing)", item));
-  EXPECT_FALSE(holds("attribute_exists(missing)", item));
+  EXPECT_FALSE(holds("absent = :a", item));
+  EXPECT_TRUE(holds("absent <> :a", item));
+  EXPECT_FALSE(holds("absent < :n10", item));
+  EXPECT_TRUE(holds("attribute_not_exists(absent)", item));
+  EXPECT_FALSE(holds("attribute_exists(absent)", item));
   EXPECT_TRUE(holds("attribute_exists(a)", item));
   EXPECT_FALSE(holds("attribute_exists(a.b)", item));  // a is not a map
-  EXPECT_FALSE(holds("size(missing) > :n1", item));
+  EXPECT_FALSE(holds("size(absent) > :n1", item));
 }
 
 TEST(DynamoCondition, NumbersCompareNumerically) {
@@ -158,10 +158,10 @@ TEST(DynamoCondition, StringFunctions) {
 }
 
 TEST(DynamoCondition, NestedPathsAndNames) {
-  const Item item{{"m", AttributeValue::map({{"inner", AttributeValue::list({S("a"), S("abc")})}})},
+  const Item item{{"m", AttributeValue::map({{"letters", AttributeValue::list({S("a"), S("abc")})}})},
                   {"status", S("a")}};
-  EXPECT_TRUE(holds("m.inner[1] = :s", item));
-  EXPECT_FALSE(holds("m.inner[2] = :s", item));
+  EXPECT_TRUE(holds("m.letters[1] = :s", item));
+  EXPECT_FALSE(holds("m.letters[2] = :s", item));
   EXPECT_TRUE(holds("#s = :a", item));
 }
 

@@ -9,7 +9,7 @@ namespace {
 using test::N;
 using test::S;
 
-const KeySchema schema = {{"shard", KeyType::hash}, {"expires", KeyType::range}};
+const KeySchema schema = {{"part", KeyType::hash}, {"expires", KeyType::range}};
 const ExpressionAttributeValues values = {{":s", S("STARTED#1")}, {":lo", N("10")}, {":hi", N("20")},
                                           {":p", S("STA")}};
 
@@ -19,38 +19,38 @@ Result<KeyCondition> key(std::string_view text) {
 }
 
 TEST(DynamoKeyCondition, ParsesPartitionAndSortPredicatesInEitherOrder) {
-  auto both = key("expires BETWEEN :lo AND :hi AND shard = :s");
+  auto both = key("expires BETWEEN :lo AND :hi AND part = :s");
   ASSERT_TRUE(both.ok()) << both.error().message;
-  EXPECT_EQ(both->partition_key_name, "shard");
+  EXPECT_EQ(both->partition_key_name, "part");
   EXPECT_EQ(both->partition_value, S("STARTED#1"));
   ASSERT_TRUE(both->sort.has_value());
   EXPECT_EQ(both->sort->op, SortKeyOperator::between);
 
-  EXPECT_TRUE(evaluate(*both, {{"shard", S("STARTED#1")}, {"expires", N("10")}}));
-  EXPECT_TRUE(evaluate(*both, {{"shard", S("STARTED#1")}, {"expires", N("20")}}));
-  EXPECT_FALSE(evaluate(*both, {{"shard", S("STARTED#1")}, {"expires", N("21")}}));
-  EXPECT_FALSE(evaluate(*both, {{"shard", S("STARTED#2")}, {"expires", N("15")}}));
+  EXPECT_TRUE(evaluate(*both, {{"part", S("STARTED#1")}, {"expires", N("10")}}));
+  EXPECT_TRUE(evaluate(*both, {{"part", S("STARTED#1")}, {"expires", N("20")}}));
+  EXPECT_FALSE(evaluate(*both, {{"part", S("STARTED#1")}, {"expires", N("21")}}));
+  EXPECT_FALSE(evaluate(*both, {{"part", S("STARTED#2")}, {"expires", N("15")}}));
 
-  auto only_partition = key("shard = :s");
+  auto only_partition = key("part = :s");
   ASSERT_TRUE(only_partition.ok());
   EXPECT_FALSE(only_partition->sort.has_value());
-  auto less = key("shard = :s AND #e < :lo");
+  auto less = key("part = :s AND #e < :lo");
   ASSERT_TRUE(less.ok());
-  EXPECT_TRUE(evaluate(*less, {{"shard", S("STARTED#1")}, {"expires", N("9")}}));
-  EXPECT_FALSE(evaluate(*less, {{"shard", S("STARTED#1")}, {"expires", N("10")}}));
+  EXPECT_TRUE(evaluate(*less, {{"part", S("STARTED#1")}, {"expires", N("9")}}));
+  EXPECT_FALSE(evaluate(*less, {{"part", S("STARTED#1")}, {"expires", N("10")}}));
 }
 
 TEST(DynamoKeyCondition, RejectsWhatQueryCannotDo) {
-  EXPECT_EQ(key("expires < :lo").error().message, "Query condition missed key schema element: shard");
-  EXPECT_EQ(key("shard = :s OR expires < :lo").error().message,
+  EXPECT_EQ(key("expires < :lo").error().message, "Query condition missed key schema element: part");
+  EXPECT_EQ(key("part = :s OR expires < :lo").error().message,
             "Invalid KeyConditionExpression: Invalid operator used in KeyConditionExpression: OR");
-  EXPECT_EQ(key("shard = :s AND attribute_exists(expires)").error().message,
+  EXPECT_EQ(key("part = :s AND attribute_exists(expires)").error().message,
             "Invalid KeyConditionExpression: Invalid operator used in KeyConditionExpression: attribute_exists");
-  EXPECT_EQ(key("shard < :s").error().message, "Query key condition not supported");
-  EXPECT_EQ(key("shard = :s AND other = :lo").error().message, "Query condition missed key schema element: expires");
-  EXPECT_EQ(key("shard = :s AND expires > :lo AND expires < :hi").error().message,
+  EXPECT_EQ(key("part < :s").error().message, "Query key condition not supported");
+  EXPECT_EQ(key("part = :s AND extra = :lo").error().message, "Query condition missed key schema element: expires");
+  EXPECT_EQ(key("part = :s AND expires > :lo AND expires < :hi").error().message,
             "Invalid KeyConditionExpression: Conditions can be of length 1 or 2 only");
-  EXPECT_EQ(key("shard = :s AND").error().message,
+  EXPECT_EQ(key("part = :s AND").error().message,
             R"(Invalid KeyConditionExpression: Syntax error; token: "<EOF>", near: "AND")");
 }
 

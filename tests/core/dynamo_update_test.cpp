@@ -87,7 +87,7 @@ TEST(DynamoUpdate, TypeErrorsAtApplyTime) {
   EXPECT_EQ(apply_error("ADD s :one", item), "An operand in the update expression has an incorrect data type");
   EXPECT_EQ(apply_error("SET n = s + :one", item), "An operand in the update expression has an incorrect data type");
   EXPECT_EQ(apply_error("ADD n :tags", item), "An operand in the update expression has an incorrect data type");
-  EXPECT_EQ(apply_error("SET n = missing + :one", item),
+  EXPECT_EQ(apply_error("SET n = absent + :one", item),
             "The provided expression refers to an attribute that does not exist in the item");
   EXPECT_EQ(apply_error("SET nothing.deeper = :s", item),
             "The document path provided in the update expression is invalid for update");
@@ -131,7 +131,7 @@ TEST(DynamoUpdate, KeyAttributesCannotBeUpdated) {
             "One or more parameter values were invalid: Cannot update attribute pk. This attribute is part of the key");
   EXPECT_EQ(apply_error("SET pk = :s", {{"pk", S("k")}}),
             "One or more parameter values were invalid: Cannot update attribute pk. This attribute is part of the key");
-  EXPECT_TRUE(check_key_attributes(plan_ok("SET other = :s"), key_schema).ok());
+  EXPECT_TRUE(check_key_attributes(plan_ok("SET extra = :s"), key_schema).ok());
 }
 
 TEST(DynamoUpdate, ItemSizeLimitIsEnforced) {
