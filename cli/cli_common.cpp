@@ -167,6 +167,13 @@ std::pair<uint64_t, uint64_t> parse_seed_range(const std::string& text) {
   if (first > last) {
     throw UsageError{fmt::format("--seeds: '{}' is empty; the start must not exceed the end", text)};
   }
+  // Every seed's result is kept until the end: a bound on memory (and time).
+  constexpr uint64_t kSeedsMax = 1'000'000;
+  if (last - first >= kSeedsMax) {
+    throw UsageError{fmt::format("--seeds: '{}' holds {} seeds; at most {} a command (split the range)", text,
+                                 last - first == UINT64_MAX ? std::string{"2^64"} : std::to_string(last - first + 1),
+                                 kSeedsMax)};
+  }
   return {first, last};
 }
 

@@ -205,7 +205,7 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
       "gate", "CI gate: re-run the regression seeds, then new swarm seeds until --seeds or --budget; fail on any violation");
   gate->add_option("--seeds", args.seeds, "New seeds to run (from --first-seed)")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
       ->type_name("N");
   gate->add_option("--first-seed", args.first_seed, "First new seed")->capture_default_str()->type_name("SEED");
   gate->add_option("--budget", args.budget, "Wall-time budget for the new seeds, e.g. 60s, 10m (default: none)")
@@ -213,7 +213,7 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
   gate->add_option("--min-seeds", args.min_seeds,
                    "New seeds that run whatever the budget: a gate that judged fewer proves little (at most --seeds)")
       ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{100'000'000}))
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
       ->type_name("N");
   gate->add_option("--scenario", args.run.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
   gate->add_option("--duration", args.run.duration, "Simulated time per run (default: the scenario's)")

@@ -12,9 +12,26 @@ namespace leaseproof::scenarios {
 
 namespace {
 
-std::string validate_stream(const StreamOptions& s, Duration duration, Duration latency) {
+std::string validate_stream(const StreamOptions& s, Duration duration, Duration latency, uint32_t connections) {
   if (!s.enabled) return {};
   if (std::string error = s.hub.validate(); !error.empty()) return "stream." + error;
+  // The simulation's floors: timers shorter than these only multiply events
+  // (a 1us ping ran out of memory), so a run would not be bounded by what it
+  // simulates.
+  const std::pair<const char*, Duration> floors[] = {
+      {"ping_interval", Duration::from_ms(100)},   {"pong_timeout", Duration::from_ms(1)},
+      {"write_deadline", Duration::from_ms(1)},    {"reconnect_base", Duration::from_ms(1)},
+      {"record_retry_base", Duration::from_ms(1)}, {"hub_silence_timeout", Duration::from_ms(1)},
+      {"hub_down", Duration::from_ms(1)}};
+  const Duration values[] = {s.hub.ping_interval,           s.hub.pong_timeout,
+                             s.hub.write_deadline,          s.client.reconnect_base,
+                             s.client.record_retry_base,    s.client.hub_silence_timeout,
+                             s.hub_down};
+  for (size_t i = 0; i < std::size(floors); ++i) {
+    if (values[i] < floors[i].second) {
+      return fmt::format("stream.{} ({}) must be at least {}", floors[i].first, values[i], floors[i].second);
+    }
+  }
   // A ping and its pong cross every hop twice (worker, relay, hub).
   const Duration round_trip = latency * (s.relay_idle ? 4 : 2);
   if (round_trip >= s.hub.pong_timeout) {
@@ -23,24 +40,44 @@ std::string validate_stream(const StreamOptions& s, Duration duration, Duration 
                        s.hub.pong_timeout, round_trip, latency, s.relay_idle ? 4 : 2);
   }
   if (std::string error = s.client.validate(); !error.empty()) return "stream." + error;
-  if (s.publish_interval <= Duration::zero()) return "stream.publish_interval must be positive";
+  // Publishing is the stream's work: bounded per simulated second, so that a
+  // run costs time in proportion to what it simulates.
+  constexpr int64_t kMessagesPerSecondMax = 10'000;
+  if (s.publish_interval < Duration::from_ms(1)) {
+    return fmt::format("stream.publish_interval ({}) must be at least 1ms", s.publish_interval);
+  }
+  if (static_cast<int64_t>(connections) * Duration::from_s(1).ns() / s.publish_interval.ns() > kMessagesPerSecondMax) {
+    return fmt::format("stream.publish_interval ({}) with {} connections publishes more than {} messages a second: "
+                       "give a longer interval or fewer connections",
+                       s.publish_interval, connections, kMessagesPerSecondMax);
+  }
   if (s.message_bytes == 0 || s.message_bytes > (1u << 20)) {
     return fmt::format("stream.message_bytes ({}) must be 1..1048576", s.message_bytes);
   }
-  if (s.relay_idle && *s.relay_idle <= Duration::zero()) return "stream.relay_idle must be positive";
+  if (s.relay_idle && *s.relay_idle < Duration::from_ms(100)) {
+    return fmt::format("stream.relay_idle ({}) must be at least 100ms", *s.relay_idle);
+  }
   if (s.publish_until && (s.publish_until->is_negative() || *s.publish_until > duration)) {
     return "stream.publish_until must be within the run";
   }
-  if (s.hub_down <= Duration::zero()) return "stream.hub_down must be positive";
-  for (const auto* list : {&s.hub_crashes, &s.mass_closes, &s.crash_while_recording}) {
-    for (const Duration at : *list) {
-      if (at.is_negative() || at >= duration) return "stream: a hub fault's time must be within the run";
+  for (const auto& [name, list] : {std::pair{"hub_crashes", &s.hub_crashes}, std::pair{"mass_closes", &s.mass_closes},
+                                    std::pair{"crash_while_recording", &s.crash_while_recording}}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const Duration at = (*list)[i];
+      if (at.is_negative() || at >= duration) {
+        return fmt::format("stream.{}[{}] ({}) must be within the run (0s up to {})", name, i, at, duration);
+      }
     }
   }
-  for (const auto* list : {&s.hub_slow, &s.cuts}) {
-    for (const TimedFault& fault : *list) {
-      if (fault.at.is_negative() || fault.at >= duration) return "stream: a hub fault's 'at' must be within the run";
-      if (fault.length <= Duration::zero()) return "stream: a hub fault's 'length' must be positive";
+  for (const auto& [name, list] : {std::pair{"hub_slow", &s.hub_slow}, std::pair{"cuts", &s.cuts}}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const TimedFault& fault = (*list)[i];
+      if (fault.at.is_negative() || fault.at >= duration) {
+        return fmt::format("stream.{}[{}].at ({}) must be within the run (0s up to {})", name, i, fault.at, duration);
+      }
+      if (fault.length <= Duration::zero()) {
+        return fmt::format("stream.{}[{}].length ({}) must be positive", name, i, fault.length);
+      }
     }
   }
   return {};
@@ -65,31 +102,45 @@ std::string LeaseScenarioOptions::validate() const {
   if (sqs_wait.is_negative() || sqs_wait > Duration::from_s(20)) {
     return fmt::format("sqs_wait ({}) must be 0..20s (SQS's longest receive wait)", sqs_wait);
   }
-  if (crash_every.is_negative()) return "crash_every must not be negative";
+  if (crash_every.is_negative() || (crash_every > Duration::zero() && crash_every < Duration::from_s(1))) {
+    return fmt::format("crash_every ({}) must be 0s (no crashes) or at least 1s", crash_every);
+  }
   if (restart_after.is_negative()) return "restart_after must not be negative";
-  for (const auto* list : {&pauses, &partitions, &clock_steps}) {
-    for (const WorkerFault& fault : *list) {
+  for (const auto& [name, list] : {std::pair{"pauses", &pauses}, std::pair{"partitions", &partitions},
+                                    std::pair{"clock_steps", &clock_steps}}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const WorkerFault& fault = (*list)[i];
       if (fault.worker >= workers) {
-        return fmt::format("a fault names worker {} but there are {} workers (0..{})", fault.worker, workers, workers - 1);
+        return fmt::format("{}[{}].worker ({}) must name one of the {} workers (0..{})", name, i, fault.worker, workers,
+                           workers - 1);
       }
-      if (fault.at.is_negative() || fault.at >= duration) return "a fault's 'at' must be within the run";
+      if (fault.at.is_negative() || fault.at >= duration) {
+        return fmt::format("{}[{}].at ({}) must be within the run (0s up to {})", name, i, fault.at, duration);
+      }
+      // A clock step's length is its size and may be negative.
+      if (list != &clock_steps && fault.length <= Duration::zero()) {
+        return fmt::format("{}[{}].length ({}) must be positive", name, i, fault.length);
+      }
     }
   }
-  for (const auto* list : {&pauses, &partitions}) {
-    for (const WorkerFault& fault : *list) {
-      if (fault.length <= Duration::zero()) return "a pause's or partition's 'length' must be positive";
+  for (size_t i = 0; i < stops.size(); ++i) {
+    if (stops[i].connection >= connections) {
+      return fmt::format("stops[{}].connection ({}) must name one of the {} connections", i, stops[i].connection,
+                         connections);
     }
-  }
-  for (const ConnectionStop& stop : stops) {
-    if (stop.connection >= connections) {
-      return fmt::format("a stop names connection {} but there are {} connections", stop.connection, connections);
+    if (stops[i].at.is_negative() || stops[i].at >= duration) {
+      return fmt::format("stops[{}].at ({}) must be within the run (0s up to {})", i, stops[i].at, duration);
     }
-    if (stop.at.is_negative() || stop.at >= duration) return "a stop's 'at' must be within the run";
   }
   if (throttle_partition_wcu_per_s < 0) return "throttle_partition_wcu_per_s must not be negative";
   if (autoscale_target <= 0) return "autoscale_target must be positive";
-  if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) return "heal_at must be within the run";
-  return validate_stream(stream, duration, latency);
+  if (heal_at && (*heal_at <= Duration::zero() || *heal_at > duration)) {
+    return fmt::format("heal_at ({}) must be within the run (above 0s, up to {})", *heal_at, duration);
+  }
+  if (deploy_at && (deploy_at->is_negative() || *deploy_at >= duration)) {
+    return fmt::format("deploy_at ({}) must be within the run (0s up to {})", *deploy_at, duration);
+  }
+  return validate_stream(stream, duration, latency, connections);
 }
 
 std::string LeaseScenarioOptions::beyond_assumptions() const {

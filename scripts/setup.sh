@@ -4,18 +4,18 @@
 #   scripts/setup.sh         build dependencies
 #   scripts/setup.sh tests   also what the tests use beyond the build: Chromium,
 #                            which checks the sweep's HTML report headless;
-#                            valgrind and python3 for the instruction budgets
+#                            valgrind for the instruction budgets
 #                            (scripts/count-instructions.sh --check)
 set -euo pipefail
 
 packages=(
-  g++ cmake ninja-build git
+  g++ cmake ninja-build git python3
   libboost1.81-dev libboost-system1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind python3)
+  packages+=(chromium fonts-dejavu-core valgrind)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

@@ -13,6 +13,18 @@ std::string_view to_string(ExpiryMode mode) { return mode == ExpiryMode::wall ? 
 
 std::string LeaseConfig::validate() const {
   auto positive = [](Duration d) { return d > Duration::zero(); };
+  // Floors: below them a worker spends itself on timers (a 1us heartbeat
+  // renews a million times a second per lease) and bounds nothing.
+  const std::pair<const char*, std::pair<Duration, Duration>> floors[] = {
+      {"heartbeat_interval", {heartbeat_interval, Duration::from_ms(100)}},
+      {"reconcile_interval", {reconcile_interval, Duration::from_s(1)}},
+      {"watch_interval", {watch_interval, Duration::from_ms(100)}},
+      {"request_timeout", {request_timeout, Duration::from_ms(1)}},
+      {"retry_backoff", {retry_backoff, Duration::from_ms(1)}}};
+  for (const auto& [name, value_and_floor] : floors) {
+    const auto [value, floor] = value_and_floor;
+    if (value < floor) return fmt::format("lease.{} ({}) must be at least {}", name, value, floor);
+  }
   if (!positive(lease_duration)) return fmt::format("lease.lease_duration ({}) must be positive", lease_duration);
   if (!positive(heartbeat_interval)) {
     return fmt::format("lease.heartbeat_interval ({}) must be positive", heartbeat_interval);

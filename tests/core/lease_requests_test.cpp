@@ -33,6 +33,17 @@ TEST(LeaseConfig, TheArticlesParametersAreValid) {
   EXPECT_EQ(seed.validate(), "");
 }
 
+// Below these floors a worker would spend itself on timers: refused by name.
+TEST(LeaseConfig, TimersHaveFloors) {
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.heartbeat_interval = Duration::from_ns(1000); }),
+            "lease.heartbeat_interval (1us) must be at least 100ms");
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.reconcile_interval = Duration::from_ms(999); }),
+            "lease.reconcile_interval (999ms) must be at least 1s");
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.watch_interval = Duration::from_ms(50); }),
+            "lease.watch_interval (50ms) must be at least 100ms");
+  EXPECT_EQ(invalid([](LeaseConfig& c) { c.heartbeat_interval = Duration::from_ms(100); }), "");
+}
+
 TEST(LeaseConfig, EachRejectionNamesTheField) {
   EXPECT_EQ(invalid([](LeaseConfig& c) { c.heartbeat_interval = 20_s; }),
             "lease.heartbeat_interval (20s) must be shorter than lease.lease_duration (20s)");

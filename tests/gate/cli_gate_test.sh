@@ -92,6 +92,14 @@ case $case_name in
     expect_usage "line 1: not a JSON object" --regressions "$dir/bad.jsonl"
     expect_usage "--junit: cannot write" --junit "$dir/missing/j.xml"
     expect_usage "--junit: '$dir' is a directory; give a file name" --junit "$dir"
+    # Seed counts are bounded (every result is kept): refused before anything runs.
+    expect_usage "--seeds: Value 2000000 not in range 1 to 1000000" --seeds 2000000
+    for command in check check-determinism; do
+      status=0
+      "$bin" $command --seeds 1..10000000000 >"$dir/out" 2>"$dir/err" || status=$?
+      [[ $status == 2 ]] || fail "$command with 10^10 seeds exited $status, expected 2"
+      grep -q "holds 10000000000 seeds; at most 1000000 a command" "$dir/err" || fail "$command: $(cat "$dir/err")"
+    done
     # JSON input: a key given twice is refused, a syntax error names its place.
     expect_usage 'the key "workers" appears twice in one object' --params '{"workers":3,"workers":4}'
     expect_usage "--params: not valid JSON: parse error at line 1, column 12" --params '{"workers":'

@@ -59,6 +59,33 @@ INSTANTIATE_TEST_SUITE_P(
                                          "lease-throttle", "lease-partition", "lease-lost-replies"),
                        ::testing::Values("wall", "counter")));
 
+// Parameters that validation accepted and that then aborted or ran without
+// end (found by tests/property/params_fuzz.py) are refused, naming the field.
+TEST(LeaseScenario, ParametersThatCannotRunBoundedAreRefusedByName) {
+  const std::pair<json, std::string> cases[] = {
+      {{{"crash_every", "1ns"}}, "crash_every (1ns) must be 0s (no crashes) or at least 1s"},
+      {{{"deploy_at", "-1ns"}}, "deploy_at (-1ns) must be within the run"},
+      {{{"stream", {{"enabled", true}, {"relay_idle", "1ns"}}}}, "stream.relay_idle (1ns) must be at least 100ms"},
+      {{{"stream", {{"enabled", true}, {"ping_interval", "1us"}}}}, "stream.ping_interval (1us) must be at least 100ms"},
+      {{{"stream", {{"enabled", true}, {"publish_interval", "10us"}}}}, "stream.publish_interval (10us) must be at least 1ms"},
+      {{{"connections", 500}, {"stream", {{"enabled", true}, {"publish_interval", "10ms"}}}},
+       "stream.publish_interval (10ms) with 500 connections publishes more than 10000 messages a second"},
+      {{{"partitions", json::array({{{"worker", 0}, {"at", "1s"}, {"length", "-1s"}}})}},
+       "partitions[0].length (-1s) must be positive"},
+      {{{"stops", json::array({{{"connection", 1}, {"at", "1m"}}, {{"connection", 2}, {"at", "10h"}}})}},
+       "stops[1].at (10h0m0s) must be within the run"},
+  };
+  for (const auto& [parameters, expected] : cases) {
+    RunConfig config;
+    config.seed = 1;
+    config.duration = Duration::from_min(10);
+    config.parameters = parameters;
+    LeaseScenarioOptions options;
+    const std::string error = derive_lease_options("lease-crash", config, options);
+    EXPECT_NE(error.find(expected), std::string::npos) << parameters.dump() << ": " << error;
+  }
+}
+
 // Any duration validation accepts runs. The swarm used to draw hub cuts and
 // slow periods that could not end before the heal of a run of a few
 // seconds, and abort on the draw (run --seed 1 --duration 10s: prng.hpp,
@@ -172,7 +199,7 @@ TEST(LeaseScenario, SwarmFaultsFitTheFleetAndHealTimeTheParametersGive) {
   explicit_stop.parameters = {{"connections", 3}, {"stops", json::array({{{"connection", 7}, {"at", "1m"}}})}};
   LeaseScenarioOptions options;
   EXPECT_EQ(derive_lease_options("lease-swarm", explicit_stop, options),
-            "a stop names connection 7 but there are 3 connections");
+            "stops[0].connection (7) must name one of the 3 connections");
 }
 
 // A fault the parameters give names a worker the swarm may not have drawn (it
@@ -204,7 +231,7 @@ TEST(LeaseScenario, SwarmFleetGrowsToIncludeTheWorkersGivenFaultsName) {
   fixed.parameters["workers"] = 4;
   LeaseScenarioOptions options;
   EXPECT_EQ(derive_lease_options("lease-swarm", fixed, options),
-            "a fault names worker 4 but there are 4 workers (0..3)");
+            "pauses[0].worker (4) must name one of the 4 workers (0..3)");
 }
 
 // The articles' algorithm: a worker whose clock runs 16 s fast (lease 20 s,
