@@ -119,6 +119,7 @@ void LeaseCheckers::observe(const sim::TraceEvent& event) {
       // Four events in five; none changes who acts or opens a fault window.
       // The tracker still takes the node's clock readings (for reports).
       tracker_.apply(event);
+      if (event.kind == sim::EventKind::send) ownership_.on_send(event);
       return;
     default: break;
   }

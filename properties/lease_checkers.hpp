@@ -216,12 +216,15 @@ class OwnershipChecker {
   // observe() is: settle at a new instant, before_apply, the tracker's
   // apply, after_apply.
   void before_apply(const sim::TraceEvent& event);
+  // A message sent: the control plane's requests are told from the workers'.
+  void on_send(const sim::TraceEvent& event);
   void after_apply(const sim::TraceEvent& event);
   // Settles the tracker's touched connections (read, not taken) and the hub's.
   void settle(Instant at);
   void settle_acting(const std::string& connection, Instant at);
   void settle_hub(const std::string& connection, Instant at);
   void drop_hub_sessions(const std::string& worker);
+  void drop_all_hub_sessions();
   void end_hub_overlap(const std::string& connection, HubState& hub, Instant at);
   void report_overlap(const std::string& connection, const Pair& pair, const OverlapStart& start, Instant ended);
   void on_request(const sim::TraceEvent& event);
@@ -239,6 +242,9 @@ class OwnershipChecker {
   std::unordered_map<uint64_t, Request> requests_;  // by DynamoDB request message id; never iterated
   std::unordered_map<std::string, DynamoView, TextHash, std::equal_to<>> dynamo_;  // never iterated
   std::map<std::string, HubState> hub_;
+  // The nodes that note upstream sessions (the hub): when one crashes, every
+  // session it held ends with it, closes or not.
+  std::set<NodeId> upstream_nodes_;
   std::set<std::string> hub_touched_;
   std::map<std::string, HubOverlap> hub_overlaps_;
   std::vector<std::string> violations_;
@@ -246,6 +252,9 @@ class OwnershipChecker {
   uint64_t writes_checked_ = 0;
   uint64_t overlaps_checked_ = 0;
   uint64_t unmatched_dynamodb_notes_ = 0;
+  uint64_t control_dynamodb_notes_ = 0;  // DynamoDB notes of the control plane's requests
+  NodeId control_node_;                   // the node named "control", once it started
+  std::set<uint64_t> control_requests_;   // its messages, until DynamoDB notes them
   bool finished_ = false;
 };
 
