@@ -196,7 +196,7 @@ bool AttributeValue::operator==(const AttributeValue& other) const {
   switch (type_) {
     case AttributeType::s:
     case AttributeType::n:
-    case AttributeType::b: return lex_equal(text_, other.text_);
+    case AttributeType::b: return text_ == other.text_;
     case AttributeType::boolean: return bool_ == other.bool_;
     case AttributeType::null: return true;
     case AttributeType::m: return as_map() == other.as_map();

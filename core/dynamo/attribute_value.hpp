@@ -21,7 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "base/lex_compare.hpp"
 
 namespace leaseproof::dynamo {
 
@@ -260,7 +259,7 @@ class AttributeValue {
 // Item's members that need AttributeValue complete.
 
 inline bool Item::name_less(const value_type& entry, std::string_view name) {
-  return lex_compare(entry.first, name) < 0;
+  return std::string_view{entry.first} < name;
 }
 
 inline Item::const_iterator Item::lower_bound(std::string_view name) const {
@@ -277,7 +276,7 @@ inline Item::iterator Item::lower_bound(std::string_view name) {
 inline Item::const_iterator Item::find(std::string_view name) const {
   if (entries_.size() <= kScanMax) {
     for (auto at = entries_.begin(); at != entries_.end(); ++at) {
-      if (lex_equal(at->first, name)) return at;
+      if (at->first == name) return at;
     }
     return entries_.end();
   }
@@ -343,7 +342,7 @@ inline Item::size_type Item::erase(std::string_view name) {
 }
 
 inline void Item::append_sorted(const value_type& member) {
-  if (!entries_.empty() && lex_compare(entries_.back().first, member.first) >= 0) {
+  if (!entries_.empty() && entries_.back().first >= member.first) {
     throw std::invalid_argument("Item::append_sorted: member out of order");
   }
   forget_size();
@@ -351,7 +350,7 @@ inline void Item::append_sorted(const value_type& member) {
 }
 
 inline void Item::append_sorted(value_type&& member) {
-  if (!entries_.empty() && lex_compare(entries_.back().first, member.first) >= 0) {
+  if (!entries_.empty() && entries_.back().first >= member.first) {
     throw std::invalid_argument("Item::append_sorted: member out of order");
   }
   forget_size();
@@ -359,7 +358,7 @@ inline void Item::append_sorted(value_type&& member) {
 }
 
 inline void Item::emplace_sorted(std::string_view name, AttributeValue&& value) {
-  if (!entries_.empty() && lex_compare(entries_.back().first, name) >= 0) {
+  if (!entries_.empty() && std::string_view{entries_.back().first} >= name) {
     throw std::invalid_argument("Item::emplace_sorted: member out of order");
   }
   forget_size();

@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/lex_compare.hpp"
 #include "core/dynamo/decimal.hpp"
 #include "core/dynamo/expression.hpp"
 
@@ -101,7 +100,7 @@ std::strong_ordering compare_plain_integers(std::string_view a, std::string_view
 std::optional<std::strong_ordering> compare_values(const AttributeValue& a, const AttributeValue& b) {
   if (a.type() != b.type()) return std::nullopt;
   switch (a.type()) {
-    case AttributeType::s: return lex_compare(a.text(), b.text()) <=> 0;  // bytewise, unsigned: UTF-8 order
+    case AttributeType::s: return a.text().compare(b.text()) <=> 0;  // bytewise, unsigned (memcmp): UTF-8 order
     case AttributeType::n: {
       if (plain_integer(a.text()) && plain_integer(b.text())) return compare_plain_integers(a.text(), b.text());
       auto left = Decimal::parse(a.text());

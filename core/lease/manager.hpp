@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "base/lex_compare.hpp"  // TextHash
 #include "base/wakeup_queue.hpp"
 #include "base/random.hpp"
 #include "base/time.hpp"
