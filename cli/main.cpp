@@ -22,6 +22,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/dynamo_command.hpp"
 #include "cli/gate_command.hpp"
+#include "cli/real_commands.hpp"
 #include "cli/replay_command.hpp"
 #include "cli/report_commands.hpp"
 #include "cli/shrink_command.hpp"
@@ -358,6 +359,13 @@ int main(int argc, char** argv) {
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
+  leaseproof::cli::HubArgs hub_args;
+  CLI::App* hub = leaseproof::cli::add_hub_command(app, hub_args);
+  leaseproof::cli::SubscribeArgs subscribe_args;
+  CLI::App* subscribe = leaseproof::cli::add_subscribe_command(app, subscribe_args);
+  leaseproof::cli::RelayArgs relay_args;
+  CLI::App* relay = leaseproof::cli::add_relay_command(app, relay_args);
+
   leaseproof::cli::DynamoReplayArgs replay_args;
   CLI::App* dynamo = app.add_subcommand("dynamo", "The simulated DynamoDB");
   dynamo->require_subcommand(1);
@@ -396,6 +404,9 @@ int main(int argc, char** argv) {
     if (sweep->parsed()) return sweep_command(sweep_args);
     if (merge->parsed()) return report_merge_command(merge_args);
     if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
+    if (hub->parsed()) return leaseproof::cli::hub_command(hub_args);
+    if (subscribe->parsed()) return leaseproof::cli::subscribe_command(subscribe_args);
+    if (relay->parsed()) return leaseproof::cli::relay_command(relay_args);
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;

@@ -5,7 +5,9 @@
 #   scripts/setup.sh tests   also what the tests use beyond the build: Chromium,
 #                            which checks the sweep's HTML report headless;
 #                            valgrind for the instruction budgets
-#                            (scripts/count-instructions.sh --check)
+#                            (scripts/count-instructions.sh --check);
+#                            python3-websockets, an outside WebSocket client
+#                            (tests/real/hub_interop.py)
 set -euo pipefail
 
 packages=(
@@ -15,7 +17,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind)
+  packages+=(chromium fonts-dejavu-core valgrind python3-websockets)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

@@ -1,0 +1,333 @@
+// `leaseproof hub`, `subscribe` and `relay`: the runtime/ adapters as
+// processes. Each runs one io_context on the main thread until SIGINT or
+// SIGTERM (or, for `subscribe`, --duration / --until-seq), then stops cleanly.
+#include "cli/real_commands.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/url/parse.hpp>
+#include <fmt/format.h>
+
+#include "cli/cli_common.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/hub_server.hpp"
+#include "runtime/relay.hpp"
+#include "runtime/subscriber.hpp"
+
+namespace leaseproof::cli {
+namespace {
+
+namespace asio = boost::asio;
+
+void print_line(std::string_view line) {
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+// "HOST:PORT" with an IPv4 address (or localhost) and a port 0..65535.
+std::pair<std::string, uint16_t> parse_address(const std::string& text, std::string_view flag) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    throw UsageError{fmt::format("{}: '{}' is not HOST:PORT, e.g. 127.0.0.1:8080", flag, text)};
+  }
+  std::string host = text.substr(0, colon);
+  if (host == "localhost") host = "127.0.0.1";
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  if (ec) throw UsageError{fmt::format("{}: '{}' is not an IP address (or localhost)", flag, host)};
+  const std::string port_text = text.substr(colon + 1);
+  unsigned long port = 0;
+  size_t used = 0;
+  try {
+    port = std::stoul(port_text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != port_text.size() || port > 65535) {
+    throw UsageError{fmt::format("{}: port '{}' is not a number in 0..65535", flag, port_text)};
+  }
+  return {host, static_cast<uint16_t>(port)};
+}
+
+Duration duration_flag(const std::string& text, std::string_view flag, bool zero_allowed) {
+  if (!zero_allowed) return parse_positive_duration(text, flag);
+  const auto parsed = parse_duration(text);
+  if (!parsed || parsed->is_negative()) {
+    throw UsageError{fmt::format("{}: '{}' is not a duration of zero or more, e.g. 0s, 20ms", flag, text)};
+  }
+  return *parsed;
+}
+
+// Writes the bound port to `path` (atomically: a reader never sees half).
+void write_port_file(const std::string& path, uint16_t port) {
+  if (path.empty()) return;
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << port << "\n";
+    if (!out) throw std::runtime_error(fmt::format("--port-file: cannot write {}", temporary));
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+}  // namespace
+
+CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
+  CLI::App* hub = app.add_subcommand(
+      "hub", "Run the upstream hub: WebSocket subscribers with resume, /publish, /metrics (docs/runtime.md)");
+  hub->add_option("--listen", args.listen, "Address to listen on; port 0 lets the system pick")
+      ->capture_default_str()
+      ->type_name("ADDR:PORT");
+  hub->add_option("--port-file", args.port_file, "Write the bound port to FILE once listening")->type_name("FILE");
+  hub->add_option("--epoch", args.epoch, "The hub's epoch (default: the wall clock in ms, never repeated by a restart)")
+      ->type_name("N");
+  hub->add_option("--ping-interval", args.ping_interval, "Ping each subscriber this often")->capture_default_str();
+  hub->add_option("--pong-timeout", args.pong_timeout, "Close a subscriber (1006) whose pong is this late")
+      ->capture_default_str();
+  hub->add_option("--write-deadline", args.write_deadline, "Close a subscriber whose data stays unconsumed this long")
+      ->capture_default_str();
+  hub->add_option("--queue-bytes", args.queue_bytes, "Per-subscriber queue bound; a frame past it closes with 1013")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
+  hub->add_option("--ring-messages", args.ring_messages, "Messages kept per channel for resume")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10'000'000u));
+  hub->add_option("--ring-bytes", args.ring_bytes, "Payload bytes kept per channel for resume")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 34));
+  hub->add_option("--replay-max", args.replay_max, "A resume replaying more than this resets (over_limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10'000'000u));
+  hub->add_option("--publish", args.publish, "Built-in generator, repeatable: CHANNEL:RATE:SIZE (messages/s, bytes)")
+      ->type_name("CHANNEL:RATE:SIZE");
+  hub->add_option("--shutdown-code", args.shutdown_code, "Close code on SIGTERM/SIGINT: 1001 going away, 1012 restart")
+      ->capture_default_str()
+      ->check(CLI::IsMember({1001, 1012}));
+  hub->add_flag("--admin", args.admin, "Serve POST /admin/close-all?code=1012 (labs: a close wave without a restart)");
+  hub->add_option("--connections-max", args.connections_max, "Connections beyond this are closed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  return hub;
+}
+
+int hub_command(const HubArgs& args) {
+  runtime::HubServerOptions options;
+  std::tie(options.host, options.port) = parse_address(args.listen, "--listen");
+  options.epoch = args.epoch;
+  options.hub.ping_interval = duration_flag(args.ping_interval, "--ping-interval", false);
+  options.hub.pong_timeout = duration_flag(args.pong_timeout, "--pong-timeout", false);
+  options.hub.write_deadline = duration_flag(args.write_deadline, "--write-deadline", false);
+  options.hub.subscriber_queue_bytes_max = args.queue_bytes;
+  options.hub.ring_messages_max = args.ring_messages;
+  options.hub.ring_bytes_max = args.ring_bytes;
+  options.hub.replay_messages_max = args.replay_max;
+  options.admin = args.admin;
+  options.connections_max = args.connections_max;
+  if (std::string e = options.hub.validate(); !e.empty()) throw UsageError{e};
+  for (const std::string& text : args.publish) {
+    auto parsed = runtime::parse_generator(text);
+    if (auto* error = std::get_if<std::string>(&parsed)) throw UsageError{"--publish: " + *error};
+    options.generators.push_back(std::get<runtime::HubGenerator>(parsed));
+  }
+  if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
+
+  asio::io_context io;
+  std::unique_ptr<runtime::HubServer> server;
+  try {
+    server = std::make_unique<runtime::HubServer>(io, options, print_line);
+  } catch (const std::system_error& e) {
+    fmt::print(stderr, "leaseproof hub: error: {}\n", e.what());
+    return kExitFailed;
+  }
+  write_port_file(args.port_file, server->port());
+  print_line(fmt::format("hub: listening on {}:{}, epoch {}, ping {} / pong timeout {}, queue {} B", options.host,
+                         server->port(), server->epoch(), options.hub.ping_interval, options.hub.pong_timeout,
+                         options.hub.subscriber_queue_bytes_max));
+  server->start();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    print_line(fmt::format("hub: signal {}: closing with {}", signal, args.shutdown_code));
+    server->shutdown(static_cast<uint16_t>(args.shutdown_code), [&] { io.stop(); });
+  });
+  io.run();
+  const auto& c = server->counters();
+  print_line(fmt::format("hub: stopped: {} published, {} data frames written, {} subscribes, {} disconnects",
+                         c.published, c.data_frames_written, c.subscribes, c.disconnects));
+  return 0;
+}
+
+CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
+  CLI::App* sub = app.add_subcommand(
+      "subscribe", "Run reconnecting subscribers of one channel; record every sequence number once (docs/runtime.md)");
+  sub->add_option("URL", args.url, "The hub, e.g. ws://127.0.0.1:8080/")->required();
+  sub->add_option("--channel", args.channel, "Channel to subscribe to")->required();
+  sub->add_option("--count", args.count, "Clients in this process (a sink file takes one)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 20'000u));
+  sub->add_option("--sink", args.sink,
+                  "Record into FILE ('<epoch> <seq>' lines, fdatasync per batch) and resume after its last line "
+                  "(default: in memory)")
+      ->type_name("FILE");
+  sub->add_flag("--no-read", args.no_read, "Subscribe once, then never read (a stuck consumer, for labs)");
+  sub->add_flag("--no-jitter", args.no_jitter, "Reconnect after exactly the backoff ceiling (the baseline to compare)");
+  sub->add_option("--reconnect-base", args.reconnect_base, "Backoff base")->capture_default_str();
+  sub->add_option("--restart-base", args.restart_base, "Backoff base after 1012 (default: --reconnect-base)");
+  sub->add_option("--reconnect-cap", args.reconnect_cap, "Backoff ceiling")->capture_default_str();
+  sub->add_option("--record-linger", args.record_linger, "How long a partial batch waits for more messages")
+      ->capture_default_str();
+  sub->add_option("--record-batch", args.record_batch, "Messages per sink write")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 99u));
+  sub->add_option("--hub-silence", args.hub_silence, "No frame for this long: the hub is dead, reconnect")
+      ->capture_default_str();
+  sub->add_option("--duration", args.duration, "Stop after this long (default: until a signal or --until-seq)");
+  sub->add_option("--until-seq", args.until_seq, "Stop once every client recorded this sequence number")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 53));
+  sub->add_option("--stats-interval", args.stats_interval, "Print a JSON stats line this often");
+  sub->add_option("--seed", args.seed, "Seed of the reconnect jitter (default: from the OS)");
+  sub->add_option("--summary", args.summary_path, "Write the summary as JSON to FILE at exit")->type_name("FILE");
+  sub->add_flag("--bug-cursor-on-receive", args.bug_cursor_on_receive,
+                "Deliberately broken: advance the cursor on receipt, not after recording (labs show it loses "
+                "messages)");
+  return sub;
+}
+
+int subscribe_command(const SubscribeArgs& args) {
+  runtime::SubscriberOptions options;
+  const auto url = boost::urls::parse_uri(args.url);
+  if (!url || url->scheme() != "ws" || !url->has_port()) {
+    throw UsageError{fmt::format("URL: '{}' is not ws://HOST:PORT/PATH (wss is not supported)", args.url)};
+  }
+  std::tie(options.host, options.port) =
+      parse_address(fmt::format("{}:{}", std::string{url->host()}, std::string{url->port()}), "URL");
+  options.path = url->encoded_path().empty() ? "/" : std::string{url->encoded_path()};
+  options.channel = args.channel;
+  options.count = args.count;
+  options.sink_path = args.sink;
+  options.read = !args.no_read;
+  options.seed = args.seed;
+  options.until_seq = args.until_seq;
+  auto& client = options.client;
+  client.jitter = !args.no_jitter;
+  client.reconnect_base = duration_flag(args.reconnect_base, "--reconnect-base", false);
+  client.reconnect_cap = duration_flag(args.reconnect_cap, "--reconnect-cap", false);
+  if (!args.restart_base.empty()) {
+    client.reconnect_base_by_code[resume::close_code::service_restart] =
+        duration_flag(args.restart_base, "--restart-base", false);
+  }
+  client.record_linger = duration_flag(args.record_linger, "--record-linger", true);
+  client.record_batch_max = args.record_batch;
+  client.hub_silence_timeout = duration_flag(args.hub_silence, "--hub-silence", false);
+  client.bug_cursor_on_receive = args.bug_cursor_on_receive;
+  if (!args.stats_interval.empty()) options.stats_interval = duration_flag(args.stats_interval, "--stats-interval", false);
+  if (!args.summary_path.empty()) check_output_file("--summary", args.summary_path);
+  std::optional<Duration> duration;
+  if (!args.duration.empty()) duration = duration_flag(args.duration, "--duration", false);
+
+  asio::io_context io;
+  std::unique_ptr<runtime::SubscriberPool> pool;
+  try {
+    pool = std::make_unique<runtime::SubscriberPool>(io, options, print_line);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{e.what()};
+  } catch (const std::system_error& e) {
+    fmt::print(stderr, "leaseproof subscribe: error: {}\n", e.what());
+    return kExitFailed;
+  }
+  bool stopping = false;
+  auto stop = [&](std::string_view why) {
+    if (stopping) return;
+    stopping = true;
+    print_line(fmt::format("subscribe: stopping ({})", why));
+    pool->stop([&] { io.stop(); });
+  };
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (!ec) stop(fmt::format("signal {}", signal));
+  });
+  asio::steady_timer deadline(io);
+  if (duration) {
+    deadline.expires_after(runtime::to_chrono(*duration));
+    deadline.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) stop("--duration reached");
+    });
+  }
+  pool->on_finished([&] { stop(args.until_seq > 0 ? "every cursor reached --until-seq or gave up" : "every client gave up"); });
+  print_line(fmt::format("subscribe: {} client(s) of channel {} at {}", options.count, options.channel, args.url));
+  pool->start();
+  io.run();
+  const runtime::SubscriberSummary summary = pool->summary();
+  print_line(runtime::summary_text(summary));
+  if (!args.summary_path.empty()) {
+    std::ofstream out(args.summary_path, std::ios::trunc);
+    out << runtime::summary_json(summary) << "\n";
+    if (!out) {
+      fmt::print(stderr, "leaseproof subscribe: error: cannot write {}\n", args.summary_path);
+      return kExitFailed;
+    }
+  }
+  return summary.sink_error.empty() ? 0 : kExitFailed;
+}
+
+CLI::App* add_relay_command(CLI::App& app, RelayArgs& args) {
+  CLI::App* relay = app.add_subcommand(
+      "relay", "Run a TCP relay that cuts connections silent longer than --idle (a load balancer); SIGUSR1 cuts all");
+  relay->add_option("--listen", args.listen, "Address to listen on; port 0 lets the system pick")
+      ->capture_default_str()
+      ->type_name("ADDR:PORT");
+  relay->add_option("--to", args.to, "Where to relay to")->required()->type_name("ADDR:PORT");
+  relay->add_option("--idle", args.idle, "Cut a connection with no byte either way for this long")->capture_default_str();
+  relay->add_option("--port-file", args.port_file, "Write the bound port to FILE once listening")->type_name("FILE");
+  return relay;
+}
+
+int relay_command(const RelayArgs& args) {
+  runtime::RelayOptions options;
+  std::tie(options.listen_host, options.listen_port) = parse_address(args.listen, "--listen");
+  std::tie(options.target_host, options.target_port) = parse_address(args.to, "--to");
+  if (options.target_port == 0) throw UsageError{"--to: port 0 is not a place to relay to"};
+  options.idle = duration_flag(args.idle, "--idle", false);
+  if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
+  asio::io_context io;
+  std::unique_ptr<runtime::Relay> relay;
+  try {
+    relay = std::make_unique<runtime::Relay>(io, options, print_line);
+  } catch (const std::system_error& e) {
+    fmt::print(stderr, "leaseproof relay: error: {}\n", e.what());
+    return kExitFailed;
+  }
+  write_port_file(args.port_file, relay->port());
+  print_line(fmt::format("relay: listening on {}:{}, relaying to {}:{}, idle cut-off {}", options.listen_host,
+                         relay->port(), options.target_host, options.target_port, options.idle));
+  relay->start();
+  asio::signal_set cut(io, SIGUSR1);
+  std::function<void()> wait_cut = [&] {
+    cut.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      relay->cut_all("SIGUSR1");
+      wait_cut();
+    });
+  };
+  wait_cut();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    relay->stop();
+    io.stop();
+  });
+  io.run();
+  const auto& c = relay->counters();
+  print_line(fmt::format("relay: stopped: {} accepted, {} idle cuts, {} forced cuts, {} connect failures", c.accepted,
+                         c.idle_cuts, c.forced_cuts, c.connect_failed));
+  return 0;
+}
+
+}  // namespace leaseproof::cli

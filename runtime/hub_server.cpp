@@ -1,0 +1,725 @@
+// The hub process: core/resume's Hub carried out on Beast WebSockets
+// (hub_server.hpp). Single-threaded: every handler runs on the io_context's
+// one thread, so the core and this file's state need no locks.
+#include "runtime/hub_server.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <deque>
+#include <fstream>
+#include <unordered_map>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/url/parse.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/assert.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/resume_wire.hpp"
+
+namespace leaseproof::runtime {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+
+// A message encoded once as the Data frame every subscriber gets.
+using Frame = std::shared_ptr<const std::string>;
+
+std::optional<double> parse_number(std::string_view text) {
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Holds one of the server's connection slots while alive.
+class Slot {
+ public:
+  explicit Slot(std::shared_ptr<std::size_t> count) : count_(std::move(count)) { ++*count_; }
+  ~Slot() { --*count_; }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  std::shared_ptr<std::size_t> count_;
+};
+
+}  // namespace
+
+std::variant<HubGenerator, std::string> parse_generator(std::string_view text) {
+  const auto first = text.find(':');
+  const auto second = first == std::string_view::npos ? first : text.find(':', first + 1);
+  if (second == std::string_view::npos || text.find(':', second + 1) != std::string_view::npos) {
+    return fmt::format("'{}': expected CHANNEL:RATE:SIZE, e.g. live:100:256", text);
+  }
+  HubGenerator g;
+  g.channel = std::string{text.substr(0, first)};
+  if (std::string e = check_channel_name(g.channel); !e.empty()) return fmt::format("'{}': channel {}", text, e);
+  const auto rate = parse_number(text.substr(first + 1, second - first - 1));
+  if (!rate || !(*rate > 0) || *rate > 1e6) {
+    return fmt::format("'{}': RATE must be a number of messages per second in (0, 1000000]", text);
+  }
+  g.rate = *rate;
+  const auto size = parse_number(text.substr(second + 1));
+  if (!size || *size < 0 || *size > static_cast<double>(kPayloadBytesMax) || *size != static_cast<uint32_t>(*size)) {
+    return fmt::format("'{}': SIZE must be a whole number of bytes in 0..{}", text, kPayloadBytesMax);
+  }
+  g.bytes = static_cast<uint32_t>(*size);
+  return g;
+}
+
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+class HubServer::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
+      : io_(io),
+        options_(std::move(options)),
+        log_(std::move(log)),
+        acceptor_(io),
+        hub_(options_.hub, options_.epoch != 0 ? options_.epoch
+                                                : static_cast<uint64_t>(wall_now_ns() / 1'000'000)),
+        core_timer_(io),
+        shutdown_timer_(io) {
+    const std::string error = options_.hub.validate();
+    if (!error.empty()) throw std::invalid_argument(error);
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(options_.host, ec);
+    if (ec) throw std::system_error(ec, fmt::format("listen address '{}'", options_.host));
+    const tcp::endpoint endpoint{address, options_.port};
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind(endpoint, ec);
+    if (ec) throw std::system_error(ec, fmt::format("listen {}:{}", options_.host, options_.port));
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+  }
+
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  uint64_t epoch() const { return hub_.epoch(); }
+  const HubServerCounters& counters() const { return counters_; }
+  std::size_t connections() const { return *open_; }
+
+  void start() {
+    accept();
+    for (const HubGenerator& g : options_.generators) {
+      auto state = std::make_shared<Generator>(Generator{g, asio::steady_timer{io_}, monotonic_now(), 0});
+      generators_.push_back(state);
+      generate(state);
+    }
+  }
+
+  void shutdown(uint16_t code, std::function<void()> done) {
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    for (auto& g : generators_) g->timer.cancel();
+    resume::HubActions actions;
+    hub_.close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
+                   monotonic_now(), actions);
+    log_(fmt::format("hub: shutting down: closing {} subscribers with {}", sessions_.size(), code));
+    apply(actions);
+    rearm();
+    const Instant give_up = monotonic_now() + options_.close_timeout + Duration::from_ms(500);
+    wait_closed(std::move(done), give_up);
+  }
+
+  bool publish(std::string_view channel, std::string_view payload, std::string* error);
+  std::string metrics_text() const;
+  // Closes every subscriber with `code`; the hub keeps running. Returns how many.
+  std::size_t close_all(uint16_t code) {
+    const std::size_t count = hub_.subscriber_count();
+    resume::HubActions actions;
+    hub_.close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
+                   monotonic_now(), actions);
+    log_(fmt::format("hub: closing {} subscribers with {}", count, code));
+    quiet_closes_ = true;
+    apply(actions);
+    quiet_closes_ = false;
+    rearm();
+    return count;
+  }
+
+ private:
+  struct Generator {
+    HubGenerator config;
+    asio::steady_timer timer;
+    Instant started;
+    uint64_t sent = 0;
+  };
+  struct StoredChannel {
+    int64_t first_seq = 1;        // seq of frames.front()
+    std::deque<Frame> frames;     // mirrors the core's ring
+  };
+  class Session;
+  class HttpConnection;
+
+  void accept();
+  void on_accepted(tcp::socket socket);
+  void generate(const std::shared_ptr<Generator>& g);
+  void wait_closed(std::function<void()> done, Instant give_up);
+  void apply(resume::HubActions& actions);
+  void rearm();
+  void on_core_timer();
+  // The transport's events, from sessions.
+  void on_client_text(Session& session, std::string_view text);
+  void on_session_gone(Session& session, bool by_peer);
+  Frame data_frame(const std::string& channel, int64_t seq) const;
+
+  asio::io_context& io_;
+  HubServerOptions options_;
+  std::function<void(std::string_view)> log_;
+  tcp::acceptor acceptor_;
+  resume::Hub hub_;
+  asio::steady_timer core_timer_;
+  Instant armed_ = Instant::max();
+  asio::steady_timer shutdown_timer_;
+  bool shutting_down_ = false;
+  bool quiet_closes_ = false;  // a mass close logs one line, not one per subscriber
+  std::unordered_map<resume::SubscriberId, std::shared_ptr<Session>> sessions_;
+  resume::SubscriberId next_id_ = 1;
+  std::unordered_map<std::string, StoredChannel> store_;
+  std::vector<std::shared_ptr<Generator>> generators_;
+  std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
+  HubServerCounters counters_;
+};
+
+// One subscriber's WebSocket: a read loop, and a writer draining its outbox
+// one frame at a time. The core's queue bound (bytes sent and not consumed)
+// bounds the outbox too: nothing is added past it.
+class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, beast::tcp_stream stream, Slot* slot)
+      : server_(std::move(server)), id_(id), ws_(std::move(stream)), close_timer_(ws_.get_executor()), slot_(slot) {}
+
+  resume::SubscriberId id() const { return id_; }
+  const std::string& channel() const { return channel_; }
+  bool subscribed() const { return subscribed_; }
+  void set_subscribed(std::string channel) {
+    subscribed_ = true;
+    channel_ = std::move(channel);
+  }
+  bool in_core() const { return subscribed_ && !core_closed_; }
+  void mark_core_closed() { core_closed_ = true; }
+  std::size_t outbox_bytes() const { return outbox_bytes_; }
+
+  void accept(http::request<http::string_body> request, std::size_t frame_max, Duration close_timeout) {
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout timeout{};
+    timeout.handshake_timeout = to_chrono(close_timeout);  // also bounds the close handshake
+    timeout.idle_timeout = websocket::stream_base::none();  // the core's pings decide liveness
+    timeout.keep_alive_pings = false;
+    ws_.set_option(timeout);
+    ws_.read_message_max(frame_max);
+    ws_.text(true);
+    close_timeout_ = close_timeout;
+    ws_.async_accept(request, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->gone(true);
+      self->read();
+    });
+  }
+
+  void send(Frame frame, bool is_data) {
+    if (closing_) return;
+    outbox_bytes_ += frame->size();
+    outbox_.push_back({std::move(frame), is_data});
+    write();
+  }
+
+  // Closes with `code`: what is not yet written is dropped (the core has
+  // forgotten this subscriber already). A write in flight finishes first, or
+  // the socket is closed without a close frame after close_timeout.
+  void close(uint16_t code, std::string reason) {
+    if (closing_) return;
+    closing_ = true;
+    close_code_ = code;
+    close_reason_ = std::move(reason);
+    outbox_.clear();
+    outbox_bytes_ = 0;
+    close_timer_.expires_after(to_chrono(close_timeout_));
+    close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec) return;
+      beast::get_lowest_layer(self->ws_).close();  // the handlers in flight fail and end the session
+    });
+    if (!writing_) send_close();
+  }
+
+ private:
+  void read() {
+    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->gone(!self->closing_);
+      if (!self->closing_) {
+        auto server = self->server_.lock();
+        if (!server) return;
+        const auto data = self->in_.cdata();
+        server->on_client_text(*self, std::string_view{static_cast<const char*>(data.data()), data.size()});
+      }
+      self->in_.consume(self->in_.size());
+      self->read();
+    });
+  }
+
+  void write() {
+    if (writing_ || outbox_.empty() || closing_) return;
+    writing_ = true;
+    ws_.async_write(asio::buffer(*outbox_.front().frame), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      if (ec) return self->gone(!self->closing_);
+      if (self->closing_) return self->send_close();
+      if (self->outbox_.front().is_data) {
+        if (auto server = self->server_.lock()) ++server->counters_.data_frames_written;
+      }
+      self->outbox_bytes_ -= self->outbox_.front().frame->size();
+      self->outbox_.pop_front();
+      self->write();
+    });
+  }
+
+  void send_close() {
+    if (close_sent_) return;
+    close_sent_ = true;
+    websocket::close_reason reason{close_code_};
+    reason.reason = close_reason_.substr(0, 120);
+    ws_.async_close(reason, [self = shared_from_this()](beast::error_code) { self->gone(false); });
+  }
+
+  // The connection is over (an error, the peer's close, or ours finished).
+  void gone(bool by_peer) {
+    if (gone_) return;
+    gone_ = true;
+    close_timer_.cancel();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    if (auto server = server_.lock()) server->on_session_gone(*this, by_peer);
+  }
+
+  struct Outgoing {
+    Frame frame;
+    bool is_data = false;
+  };
+  std::weak_ptr<Impl> server_;
+  resume::SubscriberId id_;
+  websocket::stream<beast::tcp_stream> ws_;
+  beast::flat_buffer in_;
+  asio::steady_timer close_timer_;
+  std::unique_ptr<Slot> slot_;
+  Duration close_timeout_ = Duration::from_s(2);
+  std::string channel_;
+  std::deque<Outgoing> outbox_;
+  std::size_t outbox_bytes_ = 0;
+  bool subscribed_ = false;
+  bool core_closed_ = false;
+  bool writing_ = false;
+  bool closing_ = false;
+  bool close_sent_ = false;
+  bool gone_ = false;
+  uint16_t close_code_ = resume::close_code::normal;
+  std::string close_reason_;
+};
+
+// One plain HTTP connection: reads requests until it sees an upgrade (then
+// hands its socket to a Session) or the peer stops.
+class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  HttpConnection(std::weak_ptr<Impl> server, tcp::socket socket, std::unique_ptr<Slot> slot)
+      : server_(std::move(server)), stream_(std::move(socket)), slot_(std::move(slot)) {}
+
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(16 * 1024);
+    parser_->body_limit(kPayloadBytesMax);
+    stream_.expires_after(std::chrono::seconds(30));
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) {
+        if (ec == http::error::body_limit || ec == http::error::header_limit) {
+          return self->reply(http::status::payload_too_large,
+                             fmt::format(R"({{"error":"request larger than {} bytes"}})", kPayloadBytesMax), false);
+        }
+        return;  // the peer went away or sent garbage: drop the connection
+      }
+      self->on_request();
+    });
+  }
+
+ private:
+  void on_request() {
+    auto server = server_.lock();
+    if (!server) return;
+    ++server->counters_.http_requests;
+    http::request<http::string_body> request = parser_->release();
+    if (websocket::is_upgrade(request)) {
+      if (server->shutting_down_) return;
+      const resume::SubscriberId id = server->next_id_++;
+      auto session = std::make_shared<Session>(server_, id, std::move(stream_), slot_.release());
+      server->sessions_.emplace(id, session);
+      session->accept(std::move(request), server->options_.client_frame_bytes_max, server->options_.close_timeout);
+      return;
+    }
+    const bool keep_alive = request.keep_alive();
+    const std::string_view target{request.target().data(), request.target().size()};
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (path == "/metrics" && request.method() == http::verb::get) {
+      return reply(http::status::ok, server->metrics_text(), keep_alive, "text/plain; version=0.0.4");
+    }
+    if (path == "/healthz" && request.method() == http::verb::get) {
+      return reply(http::status::ok, "ok\n", keep_alive, "text/plain");
+    }
+    if (path == "/admin/close-all" && server->options_.admin && request.method() == http::verb::post) {
+      const auto at = target.find("code=");
+      const auto code = at == std::string_view::npos ? std::nullopt : parse_number(target.substr(at + 5));
+      if (!code || (*code != 1001 && *code != 1012)) {
+        return reply(http::status::bad_request, R"({"error":"code: expected 1001 or 1012"})", keep_alive);
+      }
+      const std::size_t closed = server->close_all(static_cast<uint16_t>(*code));
+      return reply(http::status::ok, fmt::format(R"({{"closed":{}}})", closed), keep_alive);
+    }
+    if (path == "/publish") {
+      if (request.method() != http::verb::post) {
+        return reply(http::status::method_not_allowed, R"({"error":"POST /publish?channel=C"})", keep_alive);
+      }
+      return publish(*server, target, request.body(), keep_alive);
+    }
+    reply(http::status::not_found, R"({"error":"not found; try /metrics, /healthz, POST /publish?channel=C"})",
+          keep_alive);
+  }
+
+  void publish(Impl& server, std::string_view target, const std::string& body, bool keep_alive) {
+    auto bad = [&](std::string why) {
+      reply(http::status::bad_request, nlohmann::json{{"error", std::move(why)}}.dump(), keep_alive);
+    };
+    const auto url = boost::urls::parse_origin_form(target);
+    if (!url) return bad("the request target is not a valid URL path and query");
+    std::optional<std::string> channel;
+    std::optional<uint64_t> count, size;
+    for (const auto& param : url->params()) {
+      auto whole = [&](uint64_t max) -> std::optional<uint64_t> {
+        const auto number = parse_number(param.value);
+        if (!number || *number < 0 || *number > static_cast<double>(max) || *number != static_cast<uint64_t>(*number)) {
+          return std::nullopt;
+        }
+        return static_cast<uint64_t>(*number);
+      };
+      if (param.key == "channel") {
+        channel = param.value;
+      } else if (param.key == "count") {
+        if (!(count = whole(100'000)) || *count == 0) return bad("count: expected a whole number in 1..100000");
+      } else if (param.key == "size") {
+        if (!(size = whole(kPayloadBytesMax))) return bad(fmt::format("size: expected a whole number in 0..{}", kPayloadBytesMax));
+      } else {
+        return bad(fmt::format("{}: unknown parameter; allowed: channel, count, size", std::string{param.key}));
+      }
+    }
+    if (!channel) return bad("channel: missing (POST /publish?channel=C)");
+    if (count.has_value() != size.has_value()) return bad("count and size go together (synthetic messages)");
+    if (count && !body.empty()) return bad("a synthetic publish (count, size) takes no body");
+    if (server.shutting_down_) return reply(http::status::service_unavailable, R"({"error":"shutting down"})", false);
+    const int64_t first = server.hub_.top(*channel) + 1;
+    std::string error;
+    const uint64_t n = count.value_or(1);
+    for (uint64_t i = 0; i < n; ++i) {
+      const std::string payload = count ? synthetic_payload(static_cast<uint32_t>(*size), wall_now_ns()) : body;
+      if (!server.publish(*channel, payload, &error)) return bad(error);
+    }
+    reply(http::status::ok,
+          nlohmann::json{{"channel", *channel}, {"epoch", server.hub_.epoch()}, {"first_seq", first},
+                         {"last_seq", server.hub_.top(*channel)}}
+              .dump(),
+          keep_alive);
+  }
+
+  void reply(http::status status, std::string body, bool keep_alive,
+             const char* content_type = "application/json") {
+    auto response = std::make_shared<http::response<http::string_body>>(status, 11);
+    response->set(http::field::content_type, content_type);
+    response->set(http::field::server, "leaseproof-hub");
+    response->keep_alive(keep_alive);
+    response->body() = std::move(body);
+    response->prepare_payload();
+    http::async_write(stream_, *response, [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
+      if (ec || !response->keep_alive()) {
+        beast::error_code ignored;
+        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        return;
+      }
+      self->read();
+    });
+  }
+
+  std::weak_ptr<Impl> server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::unique_ptr<Slot> slot_;
+};
+
+void HubServer::Impl::accept() {
+  acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+    if (!ec) self->on_accepted(std::move(socket));
+    self->accept();
+  });
+}
+
+void HubServer::Impl::on_accepted(tcp::socket socket) {
+  ++counters_.accepted;
+  if (*open_ >= options_.connections_max || shutting_down_) {
+    ++counters_.refused;
+    return;  // the socket closes as it goes out of scope
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto connection = std::make_shared<HttpConnection>(weak_from_this(), std::move(socket), std::make_unique<Slot>(open_));
+  connection->read();
+}
+
+void HubServer::Impl::generate(const std::shared_ptr<Generator>& g) {
+  if (shutting_down_) return;
+  const Instant now = monotonic_now();
+  const double elapsed_s = static_cast<double>((now - g->started).ns()) / 1e9;
+  const auto due = static_cast<uint64_t>(elapsed_s * g->config.rate) + 1;  // the first goes at once
+  // At most a second's worth per tick: a hub that fell behind catches up
+  // without blocking its subscribers for long.
+  const uint64_t burst = std::min<uint64_t>(due - std::min(due, g->sent), std::max<uint64_t>(1, static_cast<uint64_t>(g->config.rate)));
+  for (uint64_t i = 0; i < burst; ++i) {
+    publish(g->config.channel, synthetic_payload(g->config.bytes, wall_now_ns()), nullptr);
+    ++g->sent;
+  }
+  const auto interval = std::chrono::nanoseconds(std::max<int64_t>(1'000'000, static_cast<int64_t>(1e9 / g->config.rate)));
+  g->timer.expires_after(interval);
+  g->timer.async_wait([weak = weak_from_this(), g](beast::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->generate(g);
+  });
+}
+
+void HubServer::Impl::wait_closed(std::function<void()> done, Instant give_up) {
+  if (sessions_.empty() || monotonic_now() >= give_up) {
+    if (!sessions_.empty()) log_(fmt::format("hub: {} connections still open at the shutdown deadline", sessions_.size()));
+    return done();
+  }
+  shutdown_timer_.expires_after(std::chrono::milliseconds(20));
+  shutdown_timer_.async_wait([weak = weak_from_this(), done = std::move(done), give_up](beast::error_code ec) mutable {
+    if (ec) return;
+    if (auto self = weak.lock()) self->wait_closed(std::move(done), give_up);
+  });
+}
+
+bool HubServer::Impl::publish(std::string_view channel, std::string_view payload, std::string* error) {
+  auto fail = [&](std::string why) {
+    if (error) *error = std::move(why);
+    return false;
+  };
+  if (std::string e = check_channel_name(channel); !e.empty()) return fail("channel: " + e);
+  if (payload.size() > kPayloadBytesMax) {
+    return fail(fmt::format("payload: {} bytes, at most {} allowed", payload.size(), kPayloadBytesMax));
+  }
+  const resume::Message next{hub_.epoch(), hub_.top(channel) + 1, static_cast<uint32_t>(payload.size())};
+  Frame frame;
+  try {
+    frame = std::make_shared<const std::string>(encode_data(channel, next, payload));
+  } catch (const nlohmann::json::exception&) {
+    return fail("payload: not valid UTF-8 (the wire format carries it as a JSON string)");
+  }
+  StoredChannel& stored = store_[std::string{channel}];
+  if (stored.frames.empty()) stored.first_seq = next.seq;
+  stored.frames.push_back(std::move(frame));
+  resume::HubActions actions;
+  const resume::Message published = hub_.publish(channel, next.bytes, monotonic_now(), actions);
+  LP_ASSERT_EQ(published.seq, next.seq);
+  ++counters_.published;
+  // Trim the store to the core's ring.
+  const auto& rings = hub_.rings().channels;
+  const auto ring = rings.find(channel);
+  const int64_t oldest = ring == rings.end() || ring->second.messages.empty() ? next.seq + 1
+                                                                              : ring->second.messages.front().seq;
+  while (!stored.frames.empty() && stored.first_seq < oldest) {
+    stored.frames.pop_front();
+    ++stored.first_seq;
+    ++counters_.ring_evictions;
+  }
+  apply(actions);
+  rearm();
+  return true;
+}
+
+Frame HubServer::Impl::data_frame(const std::string& channel, int64_t seq) const {
+  const auto it = store_.find(channel);
+  if (it == store_.end() || seq < it->second.first_seq) return nullptr;
+  const auto index = static_cast<std::size_t>(seq - it->second.first_seq);
+  return index < it->second.frames.size() ? it->second.frames[index] : nullptr;
+}
+
+void HubServer::Impl::apply(resume::HubActions& actions) {
+  for (resume::HubAction& action : actions) {
+    if (auto* send = std::get_if<resume::HubSend>(&action)) {
+      const auto it = sessions_.find(send->subscriber);
+      LP_ASSERT_MSG(it != sessions_.end(), "the core sent to subscriber {} that the transport does not have",
+                    send->subscriber);
+      Session& session = *it->second;
+      if (const auto* data = std::get_if<resume::Data>(&send->frame)) {
+        Frame frame = data_frame(session.channel(), data->message.seq);
+        // The store mirrors the ring the core replays from: a miss is a bug here.
+        LP_ASSERT_MSG(frame != nullptr, "no stored frame for {} seq {}", session.channel(), data->message.seq);
+        session.send(std::move(frame), true);
+      } else if (const auto* reset = std::get_if<resume::Reset>(&send->frame)) {
+        ++counters_.resets_by_kind[std::string{resume::to_string(reset->kind)}];
+        session.send(std::make_shared<const std::string>(encode_reset(*reset)), false);
+      } else {
+        session.send(std::make_shared<const std::string>(encode_ping(std::get<resume::Ping>(send->frame))), false);
+      }
+    } else if (auto* close = std::get_if<resume::HubClose>(&action)) {
+      ++counters_.closes_by_code[close->code];
+      const auto it = sessions_.find(close->subscriber);
+      LP_ASSERT(it != sessions_.end());
+      if (!shutting_down_ && !quiet_closes_) {
+        log_(fmt::format("hub: closing subscriber {} of channel {} with {} ({})", close->subscriber,
+                         it->second->channel(), close->code, close->reason));
+      }
+      it->second->mark_core_closed();
+      it->second->close(close->code, close->reason);
+    } else {
+      ++counters_.marks[std::get<resume::HubMark>(action).name];
+    }
+  }
+  actions.clear();
+}
+
+void HubServer::Impl::rearm() {
+  const Instant due = hub_.next_deadline();
+  if (due == armed_) return;
+  armed_ = due;
+  if (due == Instant::max()) {
+    core_timer_.cancel();
+    return;
+  }
+  core_timer_.expires_at(to_steady(due));
+  core_timer_.async_wait([weak = weak_from_this(), due](beast::error_code ec) {
+    if (ec) return;
+    auto self = weak.lock();
+    if (!self || self->armed_ != due) return;
+    self->armed_ = Instant::max();
+    self->on_core_timer();
+  });
+}
+
+void HubServer::Impl::on_core_timer() {
+  resume::HubActions actions;
+  hub_.on_timer(monotonic_now(), actions);
+  apply(actions);
+  rearm();
+}
+
+void HubServer::Impl::on_client_text(Session& session, std::string_view text) {
+  auto decoded = decode_client_frame(text);
+  resume::HubActions actions;
+  const Instant now = monotonic_now();
+  auto protocol_error = [&](std::string why) {
+    ++counters_.protocol_errors;
+    log_(fmt::format("hub: subscriber {}: protocol error: {}", session.id(), why));
+    if (session.in_core()) hub_.on_disconnect(session.id(), now);
+    session.mark_core_closed();
+    ++counters_.closes_by_code[resume::close_code::protocol_error];
+    session.close(resume::close_code::protocol_error, why);
+  };
+  if (const auto* error = std::get_if<WireError>(&decoded)) return protocol_error(error->message);
+  auto& frame = std::get<WireClientFrame>(decoded);
+  if (auto* subscribe = std::get_if<resume::Subscribe>(&frame)) {
+    if (session.subscribed()) return protocol_error("a second subscribe on one connection");
+    ++counters_.subscribes;
+    session.set_subscribed(subscribe->channel);
+    hub_.subscribe(session.id(), *subscribe, now, actions);
+  } else {
+    if (!session.in_core()) return protocol_error("a pong before subscribe");
+    hub_.on_pong(session.id(), std::get<resume::Pong>(frame), now, actions);
+  }
+  apply(actions);
+  rearm();
+}
+
+void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
+  if (session.in_core()) {
+    hub_.on_disconnect(session.id(), monotonic_now());
+    session.mark_core_closed();
+    rearm();
+  }
+  if (by_peer) ++counters_.disconnects;
+  sessions_.erase(session.id());  // `session` may be destroyed once its handler returns
+}
+
+std::string HubServer::Impl::metrics_text() const {
+  uint64_t queued = 0, outbox = 0;
+  for (const auto& [id, session] : sessions_) {
+    queued += hub_.queued_bytes(id);
+    outbox += session->outbox_bytes();
+  }
+  uint64_t ring_bytes = 0, ring_messages = 0;
+  for (const auto& [name, ring] : hub_.rings().channels) {
+    ring_bytes += ring.bytes;
+    ring_messages += ring.messages.size();
+  }
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+  };
+  metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", hub_.epoch());
+  metric("leaseproof_hub_connections", "gauge", "Open TCP connections (WebSocket and HTTP).", *open_);
+  metric("leaseproof_hub_subscribers", "gauge", "Subscribers the core holds.", hub_.subscriber_count());
+  metric("leaseproof_hub_queue_bytes", "gauge", "Bytes sent to subscribers and not yet consumed (the core's queues).",
+         queued);
+  metric("leaseproof_hub_outbox_bytes", "gauge", "Encoded frames waiting for their socket.", outbox);
+  metric("leaseproof_hub_ring_bytes", "gauge", "Payload bytes held in the rings.", ring_bytes);
+  metric("leaseproof_hub_ring_messages", "gauge", "Messages held in the rings.", ring_messages);
+  metric("leaseproof_hub_ring_evictions_total", "counter", "Messages evicted from the rings.", counters_.ring_evictions);
+  metric("leaseproof_hub_published_total", "counter", "Messages published.", counters_.published);
+  metric("leaseproof_hub_data_frames_written_total", "counter", "Data frames written to sockets.",
+         counters_.data_frames_written);
+  metric("leaseproof_hub_subscribes_total", "counter", "Subscribe requests.", counters_.subscribes);
+  metric("leaseproof_hub_accepted_total", "counter", "TCP connections accepted.", counters_.accepted);
+  metric("leaseproof_hub_refused_total", "counter", "TCP connections refused (over the limit).", counters_.refused);
+  metric("leaseproof_hub_disconnects_total", "counter", "Connections the peer closed or that broke.",
+         counters_.disconnects);
+  metric("leaseproof_hub_protocol_errors_total", "counter", "Frames that were not the protocol.",
+         counters_.protocol_errors);
+  out += "# HELP leaseproof_hub_closes_total Connections the hub closed, by close code.\n"
+         "# TYPE leaseproof_hub_closes_total counter\n";
+  for (const auto& [code, count] : counters_.closes_by_code) {
+    out += fmt::format("leaseproof_hub_closes_total{{code=\"{}\"}} {}\n", code, count);
+  }
+  out += "# HELP leaseproof_hub_resets_total Typed resets sent, by kind.\n# TYPE leaseproof_hub_resets_total counter\n";
+  for (const auto& [kind, count] : counters_.resets_by_kind) {
+    out += fmt::format("leaseproof_hub_resets_total{{kind=\"{}\"}} {}\n", kind, count);
+  }
+  metric("process_resident_memory_bytes", "gauge", "Resident memory of the hub process.", resident_bytes());
+  return out;
+}
+
+HubServer::HubServer(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
+    : impl_(std::make_shared<Impl>(io, std::move(options), std::move(log))) {}
+HubServer::~HubServer() = default;
+uint16_t HubServer::port() const { return impl_->port(); }
+uint64_t HubServer::epoch() const { return impl_->epoch(); }
+void HubServer::start() { impl_->start(); }
+void HubServer::shutdown(uint16_t code, std::function<void()> done) { impl_->shutdown(code, std::move(done)); }
+bool HubServer::publish(std::string_view channel, std::string_view payload, std::string* error) {
+  return impl_->publish(channel, payload, error);
+}
+std::string HubServer::metrics_text() const { return impl_->metrics_text(); }
+const HubServerCounters& HubServer::counters() const { return impl_->counters(); }
+std::size_t HubServer::connections() const { return impl_->connections(); }
+
+}  // namespace leaseproof::runtime

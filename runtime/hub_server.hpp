@@ -1,0 +1,113 @@
+#pragma once
+// The upstream hub in a real process: core/resume's Hub behind a WebSocket
+// server (Boost.Beast), single-threaded on one io_context.
+//
+// One TCP port serves:
+//   WebSocket upgrade (any path)   a subscriber: the resume protocol in the
+//                                  wire format of runtime/resume_wire.hpp
+//   GET  /metrics                  Prometheus text (docs/runtime.md lists them)
+//   GET  /healthz                  "ok"
+//   POST /publish?channel=C        the body is one message's payload
+//   POST /publish?channel=C&count=K&size=S
+//                                  K synthetic messages of S bytes each
+//   POST /admin/close-all?code=N   with HubServerOptions::admin only
+// plus built-in generators (HubServerOptions::generators) for labs and load.
+//
+// The core decides everything the protocol says (queues, resets, pings,
+// deadlines, closes); this class only carries its actions out: each HubSend
+// goes to the subscriber's outbox, written by that subscriber's own writer (one
+// write in flight per connection), and each HubClose closes that connection
+// with its code. The core keeps messages' sizes only: the payloads, encoded
+// once per message as the Data frame every subscriber gets, sit in a store
+// that mirrors the core's ring and is trimmed with it.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "core/resume/hub.hpp"
+
+namespace leaseproof::runtime {
+
+struct HubGenerator {
+  std::string channel;
+  double rate = 1;     // messages per second, > 0
+  uint32_t bytes = 0;  // payload size of each message
+};
+// "CHANNEL:RATE:SIZE", e.g. "live:100:256"; an error names what is wrong.
+std::variant<HubGenerator, std::string> parse_generator(std::string_view text);
+
+struct HubServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: the OS picks (port() tells)
+  resume::HubConfig hub;
+  // Must differ from every earlier epoch of this hub; 0 takes the wall clock
+  // in milliseconds since 1970, which a restarted hub never repeats.
+  uint64_t epoch = 0;
+  std::vector<HubGenerator> generators;
+  std::size_t connections_max = 20'000;   // further connections are closed at once
+  std::size_t client_frame_bytes_max = 4096;  // a larger frame from a subscriber closes it (1009)
+  // How long a closing connection may take to finish its close handshake
+  // before its socket is closed without one.
+  Duration close_timeout = Duration::from_s(2);
+  // Serve POST /admin/close-all?code=1012: every subscriber closed with that
+  // code while the hub keeps running (a restart's close wave, for labs).
+  bool admin = false;
+};
+
+// Counters for /metrics and the tests.
+struct HubServerCounters {
+  uint64_t accepted = 0;          // TCP connections
+  uint64_t refused = 0;           // over connections_max
+  uint64_t subscribes = 0;
+  uint64_t published = 0;
+  uint64_t data_frames_written = 0;
+  uint64_t ring_evictions = 0;
+  uint64_t disconnects = 0;       // the peer closed or the connection broke
+  uint64_t protocol_errors = 0;   // frames that are not the protocol (closed 1002)
+  uint64_t http_requests = 0;
+  std::map<uint16_t, uint64_t> closes_by_code;  // closes the hub decided
+  std::map<std::string, uint64_t> resets_by_kind;
+  std::map<std::string, uint64_t> marks;        // the core's coverage marks
+};
+
+class HubServer {
+ public:
+  // Binds and listens at once; throws std::system_error naming the address
+  // when that fails. `log` receives one line per notable event.
+  HubServer(boost::asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log);
+  ~HubServer();
+  HubServer(const HubServer&) = delete;
+  HubServer& operator=(const HubServer&) = delete;
+
+  uint16_t port() const;
+  uint64_t epoch() const;
+  void start();
+  // Stops accepting and generating, closes every subscriber with `code`
+  // (1001 going away, 1012 service restart) and calls `done` once every
+  // connection is closed, or after close_timeout.
+  void shutdown(uint16_t code, std::function<void()> done);
+
+  // Publishes one message now; false with a reason if the channel name or the
+  // payload is not allowed.
+  bool publish(std::string_view channel, std::string_view payload, std::string* error = nullptr);
+  std::string metrics_text() const;
+  const HubServerCounters& counters() const;
+  std::size_t connections() const;
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Resident memory of this process in bytes (/proc/self/statm), 0 if unknown.
+uint64_t resident_bytes();
+
+}  // namespace leaseproof::runtime

@@ -1,0 +1,409 @@
+#include "runtime/relay.hpp"
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <system_error>
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "base/assert.hpp"
+
+namespace leaseproof::runtime {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+
+// One buffer per direction per connection: the most a connection holds in
+// flight each way.
+constexpr std::size_t direction_buffer_bytes = 16 * 1024;
+
+// A failed accept that is not about one connection (out of file descriptors,
+// say) would fail again at once; wait this long before trying again.
+constexpr auto accept_retry_delay = std::chrono::milliseconds(100);
+
+enum class ConnectionEnd { connect_failed, idle_cut, forced_cut, closed };
+
+// Up: client to target; down: target to client.
+enum class Direction : std::size_t { up = 0, down = 1 };
+
+Clock::duration to_clock(Duration d) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(d.ns()));
+}
+
+// What `host`:`port` resolves to, at least one address: the listener binds
+// the first, a connect to the target tries each in turn. Blocking, but done
+// once per relay, and the usual host is a numeric address. Throws
+// std::system_error naming the address.
+tcp::resolver::results_type resolve(asio::io_context& io, const std::string& host, uint16_t port, bool passive,
+                                    std::string_view role) {
+  tcp::resolver resolver(io);
+  error_code ec;
+  const auto flags = tcp::resolver::numeric_service | (passive ? tcp::resolver::passive : tcp::resolver::flags{});
+  auto results = resolver.resolve(host, std::to_string(port), flags, ec);
+  if (!ec && results.empty()) {
+    ec = asio::error::host_not_found;
+  }
+  if (ec) {
+    throw std::system_error(std::error_code(ec), fmt::format("relay: cannot resolve {} {}:{}", role, host, port));
+  }
+  return results;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+class Relay::Impl : public std::enable_shared_from_this<Relay::Impl> {
+ public:
+  Impl(asio::io_context& io, RelayOptions options, LogFunction log)
+      : io_(io),
+        options_(std::move(options)),
+        log_(std::move(log)),
+        acceptor_(io),
+        accept_retry_timer_(io) {
+    LP_ASSERT_MSG(options_.idle > Duration::zero(), "idle must be positive, is {}", options_.idle);
+    LP_ASSERT_GT(options_.connections_max, std::size_t{0});
+    LP_ASSERT_NE(options_.target_port, uint16_t{0});
+    target_endpoints_ = resolve(io_, options_.target_host, options_.target_port, false, "target");
+    listen();
+  }
+
+  uint16_t port() const { return port_; }
+
+  void start() {
+    LP_ASSERT(!started_);
+    LP_ASSERT(!stopped_);
+    started_ = true;
+    accept_next();
+  }
+
+  void cut_all(std::string_view why) {
+    const std::size_t cut = close_all();
+    log(fmt::format("relay: cut {} connections ({})", cut, why));
+  }
+
+  void stop() {
+    stop_accepting();
+    if (!connections_.empty()) {
+      cut_all("relay stopped");
+    }
+  }
+
+  // The owning Relay is going away: nothing may reach the caller's log
+  // callback or state any more, so close quietly and drop the callback.
+  void shut_down() {
+    stop_accepting();
+    close_all();
+    log_ = nullptr;
+  }
+
+  std::size_t open_connections() const { return connections_.size(); }
+  const RelayCounters& counters() const { return counters_; }
+
+ private:
+  class Connection;
+
+  void listen() {
+    const tcp::endpoint endpoint = *resolve(io_, options_.listen_host, options_.listen_port, true, "listen").begin();
+    error_code ec;
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) {
+      // Lets a restarted relay bind while old connections sit in TIME_WAIT;
+      // on Linux it does not allow two listeners on one port.
+      acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    }
+    if (!ec) {
+      acceptor_.bind(endpoint, ec);
+    }
+    if (!ec) {
+      acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    }
+    if (!ec) {
+      port_ = acceptor_.local_endpoint(ec).port();
+    }
+    if (ec) {
+      throw std::system_error(std::error_code(ec),
+                              fmt::format("relay: cannot listen on {}:{}", options_.listen_host, options_.listen_port));
+    }
+  }
+
+  void accept_next() {
+    acceptor_.async_accept([self = shared_from_this()](error_code ec, tcp::socket client) {
+      self->on_accepted(ec, std::move(client));
+    });
+  }
+
+  void on_accepted(error_code ec, tcp::socket client);  // needs Connection: defined below it
+
+  void on_accept_failed(error_code ec) {
+    if (ec == asio::error::connection_aborted) {
+      accept_next();  // that client gave up before we took it; the next one may not
+      return;
+    }
+    log(fmt::format("relay: accept failed: {}; trying again in {}ms", ec.message(), accept_retry_delay.count()));
+    accept_retry_timer_.expires_after(accept_retry_delay);
+    accept_retry_timer_.async_wait([self = shared_from_this()](error_code wait_ec) {
+      if (!wait_ec && !self->stopped_) {
+        self->accept_next();
+      }
+    });
+  }
+
+  void stop_accepting() {
+    stopped_ = true;
+    error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_timer_.cancel();
+  }
+
+  std::size_t close_all();  // needs Connection: defined below it
+
+  // Called once by every connection as it ends.
+  void on_connection_end(uint64_t id, ConnectionEnd how) {
+    LP_ASSERT_EQ(connections_.erase(id), std::size_t{1});
+    switch (how) {
+      case ConnectionEnd::connect_failed: ++counters_.connect_failed; break;
+      case ConnectionEnd::idle_cut: ++counters_.idle_cuts; break;
+      case ConnectionEnd::forced_cut: ++counters_.forced_cuts; break;
+      case ConnectionEnd::closed: ++counters_.closed; break;
+    }
+    const uint64_t ended =
+        counters_.connect_failed + counters_.idle_cuts + counters_.forced_cuts + counters_.closed;
+    LP_ASSERT_EQ(counters_.accepted, ended + connections_.size());
+  }
+
+  void log(std::string_view line) const {
+    if (log_) {
+      log_(line);
+    }
+  }
+
+  asio::io_context& io_;
+  RelayOptions options_;
+  LogFunction log_;
+  tcp::resolver::results_type target_endpoints_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_timer_;
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+  bool refusing_ = false;  // at connections_max; logged once per episode, not per refusal
+  // By id, which is the accept order: cut_all closes in that order.
+  std::map<uint64_t, std::shared_ptr<Connection>> connections_;
+  RelayCounters counters_;
+};
+
+// ---------------------------------------------------------------------------
+
+// One client connection and its target connection. Every handler holds a
+// shared_ptr to it, and the relay's map holds one while it is open, so it
+// lives until the last pending handler has run. Once ended (closed_), its
+// handlers return at once and never reach the relay again.
+class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<Impl> relay, uint64_t id, tcp::socket client)
+      : relay_(std::move(relay)),
+        id_(id),
+        client_(std::move(client)),
+        target_(client_.get_executor()),
+        idle_timer_(client_.get_executor()) {}
+
+  void start() {
+    last_byte_at_ = Clock::now();
+    arm_idle_timer(idle_deadline());
+    asio::async_connect(target_, relay_->target_endpoints_,
+                        [self = shared_from_this()](error_code ec, const tcp::endpoint&) { self->on_connected(ec); });
+  }
+
+  // Closes both sockets (pending operations then finish with
+  // operation_aborted, and their handlers see closed_) and reports the end to
+  // the relay once.
+  void end(ConnectionEnd how) {
+    if (closed_) {
+      return;
+    }
+    closed_ = true;
+    const auto keep_alive = shared_from_this();  // the relay drops its reference below
+    error_code ignored;
+    idle_timer_.cancel();
+    client_.close(ignored);
+    target_.close(ignored);
+    relay_->on_connection_end(id_, how);
+  }
+
+ private:
+  Duration idle() const { return relay_->options_.idle; }
+  Clock::time_point idle_deadline() const { return last_byte_at_ + to_clock(idle()); }
+
+  void arm_idle_timer(Clock::time_point deadline) {
+    idle_timer_.expires_at(deadline);
+    idle_timer_.async_wait([self = shared_from_this()](error_code ec) { self->on_idle_timer(ec); });
+  }
+
+  // Bytes do not re-arm the timer (that would cancel and re-queue a wait per
+  // chunk); they move last_byte_at_, and the timer, on expiry, either sleeps
+  // until the moved deadline or cuts.
+  void on_idle_timer(error_code ec) {
+    if (closed_ || ec) {
+      return;
+    }
+    const Clock::time_point deadline = idle_deadline();
+    if (Clock::now() < deadline) {
+      arm_idle_timer(deadline);
+      return;
+    }
+    if (!connected_) {
+      relay_->log(fmt::format("relay: connection {} could not connect to {}:{} within {}", id_,
+                              relay_->options_.target_host, relay_->options_.target_port, idle()));
+      end(ConnectionEnd::connect_failed);
+      return;
+    }
+    relay_->log(fmt::format("relay: idle cut connection {} after {} of silence", id_, idle()));
+    end(ConnectionEnd::idle_cut);
+  }
+
+  void on_connected(error_code ec) {
+    if (closed_) {
+      return;
+    }
+    if (ec) {
+      relay_->log(fmt::format("relay: connection {} could not connect to {}:{}: {}", id_,
+                              relay_->options_.target_host, relay_->options_.target_port, ec.message()));
+      end(ConnectionEnd::connect_failed);
+      return;
+    }
+    connected_ = true;
+    // Request/response traffic in small writes: do not let Nagle hold a
+    // relayed segment back waiting for an acknowledgement.
+    error_code ignored;
+    client_.set_option(tcp::no_delay(true), ignored);
+    target_.set_option(tcp::no_delay(true), ignored);
+    read(Direction::up);
+    read(Direction::down);
+  }
+
+  tcp::socket& source(Direction d) { return d == Direction::up ? client_ : target_; }
+  tcp::socket& sink(Direction d) { return d == Direction::up ? target_ : client_; }
+  std::array<char, direction_buffer_bytes>& buffer(Direction d) { return buffers_[static_cast<std::size_t>(d)]; }
+
+  // read -> write the whole chunk -> read again: at most one buffer in flight
+  // per direction, so a slow sink stops reads from its source.
+  void read(Direction d) {
+    source(d).async_read_some(asio::buffer(buffer(d)), [self = shared_from_this(), d](error_code ec, std::size_t n) {
+      self->on_read(d, ec, n);
+    });
+  }
+
+  void on_read(Direction d, error_code ec, std::size_t bytes) {
+    if (closed_) {
+      return;
+    }
+    if (ec) {  // end of stream or an error: either way the relayed connection is over
+      end(ConnectionEnd::closed);
+      return;
+    }
+    LP_ASSERT_GT(bytes, std::size_t{0});
+    LP_ASSERT_LE(bytes, direction_buffer_bytes);
+    last_byte_at_ = Clock::now();
+    (d == Direction::up ? relay_->counters_.bytes_up : relay_->counters_.bytes_down) += bytes;
+    asio::async_write(sink(d), asio::buffer(buffer(d).data(), bytes),
+                      [self = shared_from_this(), d](error_code write_ec, std::size_t) {
+                        self->on_written(d, write_ec);
+                      });
+  }
+
+  void on_written(Direction d, error_code ec) {
+    if (closed_) {
+      return;
+    }
+    if (ec) {
+      end(ConnectionEnd::closed);
+      return;
+    }
+    // A write that took long because the sink was slow is still traffic:
+    // the silence starts when it finished.
+    last_byte_at_ = Clock::now();
+    read(d);
+  }
+
+  std::shared_ptr<Impl> relay_;
+  const uint64_t id_;
+  tcp::socket client_;
+  tcp::socket target_;
+  asio::steady_timer idle_timer_;
+  Clock::time_point last_byte_at_{};
+  bool connected_ = false;
+  bool closed_ = false;
+  std::array<std::array<char, direction_buffer_bytes>, 2> buffers_;  // by Direction
+};
+
+// ---------------------------------------------------------------------------
+
+void Relay::Impl::on_accepted(error_code ec, tcp::socket client) {
+  if (stopped_) {
+    return;  // an accept completed as the relay stopped; `client` closes as it goes
+  }
+  if (ec) {
+    on_accept_failed(ec);
+    return;
+  }
+  if (connections_.size() >= options_.connections_max) {
+    ++counters_.refused;
+    error_code ignored;
+    client.close(ignored);
+    if (!refusing_) {
+      refusing_ = true;
+      log(fmt::format("relay: {} connections open (connections_max), refusing new ones", connections_.size()));
+    }
+    accept_next();
+    return;
+  }
+  refusing_ = false;
+  ++counters_.accepted;
+  const uint64_t id = counters_.accepted;
+  auto connection = std::make_shared<Connection>(shared_from_this(), id, std::move(client));
+  connections_.emplace(id, connection);
+  connection->start();
+  accept_next();
+}
+
+std::size_t Relay::Impl::close_all() {
+  std::size_t closed = 0;
+  // Each end() removes its connection from the map.
+  while (!connections_.empty()) {
+    const std::shared_ptr<Connection> victim = connections_.begin()->second;
+    victim->end(ConnectionEnd::forced_cut);
+    ++closed;
+  }
+  return closed;
+}
+
+// ---------------------------------------------------------------------------
+
+Relay::Relay(boost::asio::io_context& io, RelayOptions options, LogFunction log)
+    : impl_(std::make_shared<Impl>(io, std::move(options), std::move(log))) {}
+
+Relay::~Relay() { impl_->shut_down(); }
+
+uint16_t Relay::port() const { return impl_->port(); }
+
+void Relay::start() { impl_->start(); }
+
+void Relay::cut_all(std::string_view why) { impl_->cut_all(why); }
+
+void Relay::stop() { impl_->stop(); }
+
+std::size_t Relay::open_connections() const { return impl_->open_connections(); }
+
+const RelayCounters& Relay::counters() const { return impl_->counters(); }
+
+}  // namespace leaseproof::runtime
