@@ -251,6 +251,13 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     close_reason_ = std::move(reason);
     outbox_.clear();
     outbox_bytes_ = 0;
+    if (code == resume::close_code::abnormal) {
+      // 1006 is what a peer sees when no close frame comes (RFC 6455 7.4.1
+      // forbids sending it): a dead peer's connection is dropped. The read in
+      // flight fails and ends the session.
+      beast::get_lowest_layer(ws_).close();
+      return;
+    }
     close_timer_.expires_after(to_chrono(close_timeout_));
     close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec) return;
@@ -719,6 +726,7 @@ bool HubServer::publish(std::string_view channel, std::string_view payload, std:
   return impl_->publish(channel, payload, error);
 }
 std::string HubServer::metrics_text() const { return impl_->metrics_text(); }
+std::size_t HubServer::close_all(uint16_t code) { return impl_->close_all(code); }
 const HubServerCounters& HubServer::counters() const { return impl_->counters(); }
 std::size_t HubServer::connections() const { return impl_->connections(); }
 

@@ -95,6 +95,9 @@ class HubServer {
   // connection is closed, or after close_timeout.
   void shutdown(uint16_t code, std::function<void()> done);
 
+  // Closes every subscriber with `code` (1001 or 1012) and keeps running:
+  // a restart's close wave without the restart. Returns how many it closed.
+  std::size_t close_all(uint16_t code);
   // Publishes one message now; false with a reason if the channel name or the
   // payload is not allowed.
   bool publish(std::string_view channel, std::string_view payload, std::string* error = nullptr);

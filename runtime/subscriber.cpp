@@ -178,6 +178,7 @@ class SubscriberPool::Impl : public std::enable_shared_from_this<Impl> {
   std::function<void()> finished_;
   bool finished_called_ = false;
   bool stopping_ = false;
+  std::size_t closing_ = 0;  // close handshakes stop() started and that have not finished
   asio::steady_timer stats_timer_;
   Instant started_;
   SubscriberSummary summary_;
@@ -212,9 +213,11 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
     if (!connection_) return;
     auto connection = std::move(connection_);
     if (connection->open && !connection->writing) {
-      connection->ws.async_close(websocket::close_code::normal, [connection](beast::error_code) {
+      ++pool_.closing_;
+      connection->ws.async_close(websocket::close_code::normal, [pool = pool_.shared_from_this(), connection](beast::error_code) {
         beast::error_code ignored;
         beast::get_lowest_layer(connection->ws).socket().close(ignored);
+        --pool->closing_;
       });
     } else {
       beast::get_lowest_layer(connection->ws).close();
@@ -490,18 +493,16 @@ void SubscriberPool::Impl::stop(std::function<void()> done) {
   stopping_ = true;
   stats_timer_.cancel();
   for (auto& client : clients_) client->stop();
-  wait_stopped(std::move(done), monotonic_now() + Duration::from_s(1));
+  wait_stopped(std::move(done), monotonic_now() + Duration::from_s(3));
 }
 
 void SubscriberPool::Impl::wait_stopped(std::function<void()> done, Instant give_up) {
-  // The close handshakes were started; give them a moment to go out.
-  if (monotonic_now() >= give_up || io_.stopped()) return done();
-  stats_timer_.expires_after(std::chrono::milliseconds(50));
+  // Done once the close handshakes stop() started have finished (each is
+  // bounded by its handshake timeout), or at `give_up`.
+  if (closing_ == 0 || monotonic_now() >= give_up || io_.stopped()) return done();
+  stats_timer_.expires_after(std::chrono::milliseconds(5));
   stats_timer_.async_wait([weak = weak_from_this(), done = std::move(done), give_up](beast::error_code) mutable {
-    if (auto self = weak.lock()) {
-      // Done early once nothing is pending but the timer itself.
-      self->wait_stopped(std::move(done), give_up);
-    }
+    if (auto self = weak.lock()) self->wait_stopped(std::move(done), give_up);
   });
 }
 

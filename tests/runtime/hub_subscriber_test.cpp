@@ -1,0 +1,199 @@
+// The hub and the subscribers of runtime/ together on 127.0.0.1, in one
+// io_context run in bounded slices: the core's protocol carried over real
+// WebSockets (resume, close waves, the sink file). Every wait has a deadline.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "runtime/hub_server.hpp"
+#include "runtime/resume_wire.hpp"
+#include "runtime/subscriber.hpp"
+
+namespace leaseproof::runtime {
+namespace {
+
+namespace asio = boost::asio;
+
+// Runs `io` until `done()` or `limit` passes; true when done.
+template <typename Done>
+bool run_until(asio::io_context& io, Done done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    io.run_for(std::chrono::milliseconds(10));
+    if (io.stopped()) io.restart();
+  }
+  return true;
+}
+
+struct Fixture {
+  asio::io_context io;
+  std::vector<std::string> log;
+  std::unique_ptr<HubServer> hub;
+
+  explicit Fixture(HubServerOptions options = {}) {
+    if (options.epoch == 0) options.epoch = 1;
+    options.admin = true;
+    hub = std::make_unique<HubServer>(io, options, [this](std::string_view line) { log.emplace_back(line); });
+    hub->start();
+  }
+  SubscriberOptions subscriber(std::string channel, uint32_t count = 1) {
+    SubscriberOptions options;
+    options.port = hub->port();
+    options.channel = std::move(channel);
+    options.count = count;
+    options.seed = 7;
+    options.client.reconnect_base = Duration::from_ms(50);
+    options.client.reconnect_cap = Duration::from_ms(200);
+    return options;
+  }
+  std::unique_ptr<SubscriberPool> pool(SubscriberOptions options) {
+    auto p = std::make_unique<SubscriberPool>(io, std::move(options), [this](std::string_view line) { log.emplace_back(line); });
+    p->start();
+    return p;
+  }
+};
+
+std::string temp_path(const char* name) {
+  return (std::filesystem::temp_directory_path() / fmt::format("leaseproof-{}-{}", name, ::getpid())).string();
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(HubAndSubscribers, EveryClientRecordsEveryMessageOnceInOrder) {
+  Fixture f;
+  auto options = f.subscriber("c1", 3);
+  options.until_seq = 50;
+  auto pool = f.pool(options);
+  bool finished = false;
+  pool->on_finished([&] { finished = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 3; }));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(f.hub->publish("c1", fmt::format("message {}", i + 1)));
+  ASSERT_TRUE(run_until(f.io, [&] { return finished; }));
+  const SubscriberSummary s = pool->summary();
+  EXPECT_EQ(s.received, 150u);
+  EXPECT_EQ(s.recorded, 150u);
+  EXPECT_EQ(s.first_cursor, (resume::Position{1, 50}));
+  EXPECT_TRUE(s.resets_by_kind.empty());  // epoch 1 is the hub's first: a fresh subscriber loses nothing
+  EXPECT_EQ(f.hub->counters().data_frames_written, 150u);
+}
+
+TEST(HubAndSubscribers, ASinkFileResumesAfterItsLastLineAndCutsATornOne) {
+  const std::string sink = temp_path("sink");
+  std::filesystem::remove(sink);
+  Fixture f;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f.hub->publish("c2", "x"));
+  {
+    auto options = f.subscriber("c2");
+    options.sink_path = sink;
+    options.until_seq = 10;
+    auto pool = f.pool(options);
+    bool finished = false;
+    pool->on_finished([&] { finished = true; });
+    ASSERT_TRUE(run_until(f.io, [&] { return finished; }));
+    bool stopped = false;
+    pool->stop([&] { stopped = true; });
+    ASSERT_TRUE(run_until(f.io, [&] { return stopped; }));
+  }
+  ASSERT_EQ(lines_of(sink).size(), 10u);
+  EXPECT_EQ(lines_of(sink).back(), "1 10");
+  {
+    std::ofstream torn(sink, std::ios::app);
+    torn << "1 1";  // a crash mid-append: no newline
+  }
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(f.hub->publish("c2", "y"));
+  auto options = f.subscriber("c2");
+  options.sink_path = sink;
+  options.until_seq = 15;
+  auto pool = f.pool(options);
+  bool finished = false;
+  pool->on_finished([&] { finished = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return finished; }));
+  const auto lines = lines_of(sink);
+  ASSERT_EQ(lines.size(), 15u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i], fmt::format("1 {}", i + 1));
+  EXPECT_EQ(pool->summary().received, 5u);  // resumed after 10: no replay of what was recorded
+  std::filesystem::remove(sink);
+}
+
+TEST(HubAndSubscribers, ARestartWaveClosesWith1012AndEveryoneResumes) {
+  Fixture f;
+  auto options = f.subscriber("c3", 20);
+  options.client.reconnect_base_by_code[1012] = Duration::from_ms(100);
+  auto pool = f.pool(options);
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 20; }));
+  ASSERT_TRUE(f.hub->publish("c3", "before"));
+  ASSERT_TRUE(run_until(f.io, [&] { return pool->summary().recorded == 20; }));
+  // The hub keeps running: every subscriber is closed with 1012 and comes back,
+  // resuming after what it recorded (nothing replayed, nothing lost).
+  EXPECT_EQ(f.hub->close_all(1012), 20u);
+  EXPECT_EQ(f.hub->counters().closes_by_code.at(1012), 20u);
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 40; }));
+  ASSERT_TRUE(f.hub->publish("c3", "after"));
+  ASSERT_TRUE(run_until(f.io, [&] { return pool->summary().recorded == 40; }));
+  const SubscriberSummary s = pool->summary();
+  EXPECT_EQ(s.closes_by_code.at(1012), 20u);
+  EXPECT_TRUE(s.wave_seen);
+  EXPECT_EQ(s.wave_reconnects, 20u);
+  EXPECT_EQ(s.received, 40u);  // no replay of "before"
+  EXPECT_EQ(s.gave_up, 0u);
+  EXPECT_TRUE(s.resets_by_kind.empty());
+  // Shutting down closes with 1001 and stops accepting.
+  bool closed = false;
+  f.hub->shutdown(1001, [&] { closed = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return closed; }));
+  EXPECT_EQ(f.hub->counters().closes_by_code.at(1001), 20u);
+}
+
+TEST(HubAndSubscribers, AClientThatNeverReadsIsClosedWith1013AtItsQueueBound) {
+  HubServerOptions options;
+  options.hub.subscriber_queue_bytes_max = 64 * 1024;
+  Fixture f(options);
+  auto stuck = f.subscriber("bulk");
+  stuck.read = false;
+  auto pool = f.pool(stuck);
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 1; }));
+  const std::string payload(8 * 1024, 'p');
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(f.hub->publish("bulk", payload));
+  f.io.run_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(f.hub->counters().closes_by_code.count(1013), 0u);  // 7 x (8 KiB + 16) fit in 64 KiB
+  ASSERT_TRUE(f.hub->publish("bulk", payload));                  // the 8th does not
+  EXPECT_EQ(f.hub->counters().closes_by_code.at(1013), 1u);
+}
+
+TEST(HubAndSubscribers, PublishRefusesBadChannelsAndPayloads) {
+  Fixture f;
+  std::string error;
+  EXPECT_FALSE(f.hub->publish("a b", "x", &error));
+  EXPECT_NE(error.find("channel:"), std::string::npos) << error;
+  EXPECT_FALSE(f.hub->publish("c", std::string("\xff\xfe", 2), &error));
+  EXPECT_EQ(error, "payload: not valid UTF-8 (the wire format carries it as a JSON string)");
+  EXPECT_FALSE(f.hub->publish("c", std::string(kPayloadBytesMax + 1, 'x'), &error));
+  EXPECT_EQ(f.hub->counters().published, 0u);
+}
+
+TEST(HubAndSubscribers, ParseGeneratorNamesWhatIsWrong) {
+  EXPECT_TRUE(std::holds_alternative<HubGenerator>(parse_generator("live:100:256")));
+  EXPECT_EQ(std::get<std::string>(parse_generator("live:100")), "'live:100': expected CHANNEL:RATE:SIZE, e.g. live:100:256");
+  EXPECT_EQ(std::get<std::string>(parse_generator("live:0:256")),
+            "'live:0:256': RATE must be a number of messages per second in (0, 1000000]");
+  EXPECT_EQ(std::get<std::string>(parse_generator("live:1:2.5")),
+            "'live:1:2.5': SIZE must be a whole number of bytes in 0..1048576");
+}
+
+}  // namespace
+}  // namespace leaseproof::runtime
