@@ -102,8 +102,8 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
   hub->add_option("--ring-bytes", args.ring_bytes, "Payload bytes kept per channel for resume")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 34));
-  hub->add_option("--replay-max", args.replay_max, "A resume replaying more than this resets (over_limit)")
-      ->capture_default_str()
+  hub->add_option("--replay-max", args.replay_max,
+                  "A resume replaying more than this resets (over_limit); default: 5000 or --ring-messages if fewer")
       ->check(CLI::Range(1u, 10'000'000u));
   hub->add_option("--publish", args.publish, "Built-in generator, repeatable: CHANNEL:RATE:SIZE (messages/s, bytes)")
       ->type_name("CHANNEL:RATE:SIZE");
@@ -127,7 +127,7 @@ int hub_command(const HubArgs& args) {
   options.hub.subscriber_queue_bytes_max = args.queue_bytes;
   options.hub.ring_messages_max = args.ring_messages;
   options.hub.ring_bytes_max = args.ring_bytes;
-  options.hub.replay_messages_max = args.replay_max;
+  options.hub.replay_messages_max = args.replay_max != 0 ? args.replay_max : std::min(5'000u, args.ring_messages);
   options.admin = args.admin;
   options.connections_max = args.connections_max;
   if (std::string e = options.hub.validate(); !e.empty()) throw UsageError{e};

@@ -19,7 +19,7 @@ struct HubArgs {
   uint64_t queue_bytes = 1ull << 20;
   uint32_t ring_messages = 10'000;
   uint64_t ring_bytes = 16ull << 20;
-  uint32_t replay_max = 5'000;
+  uint32_t replay_max = 0;  // 0: min(5000, ring_messages)
   std::vector<std::string> publish;
   int shutdown_code = 1001;
   bool admin = false;

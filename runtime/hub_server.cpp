@@ -177,7 +177,8 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   void rearm();
   void on_core_timer();
   // The transport's events, from sessions.
-  void on_client_text(Session& session, std::string_view text);
+  // A message from a subscriber; `is_text` false for a binary one (refused).
+  void on_client_text(Session& session, std::string_view text, bool is_text);
   void on_session_gone(Session& session, bool by_peer);
   Frame data_frame(const std::string& channel, int64_t seq) const;
 
@@ -269,12 +270,20 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
  private:
   void read() {
     ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->gone(!self->closing_);
+      if (ec) {
+        if (ec == websocket::error::message_too_big) {
+          // Beast has closed it with 1009: count it with the hub's closes.
+          if (auto server = self->server_.lock()) ++server->counters_.closes_by_code[1009];
+          return self->gone(false);
+        }
+        return self->gone(!self->closing_);
+      }
       if (!self->closing_) {
         auto server = self->server_.lock();
         if (!server) return;
         const auto data = self->in_.cdata();
-        server->on_client_text(*self, std::string_view{static_cast<const char*>(data.data()), data.size()});
+        server->on_client_text(*self, std::string_view{static_cast<const char*>(data.data()), data.size()},
+                               self->ws_.got_text());
       }
       self->in_.consume(self->in_.size());
       self->read();
@@ -631,18 +640,23 @@ void HubServer::Impl::on_core_timer() {
   rearm();
 }
 
-void HubServer::Impl::on_client_text(Session& session, std::string_view text) {
-  auto decoded = decode_client_frame(text);
+void HubServer::Impl::on_client_text(Session& session, std::string_view text, bool is_text) {
   resume::HubActions actions;
   const Instant now = monotonic_now();
-  auto protocol_error = [&](std::string why) {
+  auto protocol_error = [&](std::string why, uint16_t code = resume::close_code::protocol_error) {
     ++counters_.protocol_errors;
     log_(fmt::format("hub: subscriber {}: protocol error: {}", session.id(), why));
-    if (session.in_core()) hub_.on_disconnect(session.id(), now);
+    if (session.in_core()) {
+      hub_.on_disconnect(session.id(), now);
+      rearm();
+    }
     session.mark_core_closed();
-    ++counters_.closes_by_code[resume::close_code::protocol_error];
-    session.close(resume::close_code::protocol_error, why);
+    ++counters_.closes_by_code[code];
+    session.close(code, why);
   };
+  // 1003: "received a type of data it cannot accept" (RFC 6455 7.4.1).
+  if (!is_text) return protocol_error("a binary frame; the protocol is JSON text frames", 1003);
+  auto decoded = decode_client_frame(text);
   if (const auto* error = std::get_if<WireError>(&decoded)) return protocol_error(error->message);
   auto& frame = std::get<WireClientFrame>(decoded);
   if (auto* subscribe = std::get_if<resume::Subscribe>(&frame)) {

@@ -92,11 +92,9 @@ std::string encode_data(std::string_view channel, const resume::Message& message
 }
 
 std::string encode_reset(const resume::Reset& reset) {
-  return json{{"type", "reset"},
-              {"kind", std::string{resume::to_string(reset.kind)}},
-              {"after", position_json(reset.after)},
-              {"resume", position_json(reset.resume)}}
-      .dump();
+  return fmt::format(R"({{"type":"reset","kind":"{}","after":{{"epoch":{},"seq":{}}},"resume":{{"epoch":{},"seq":{}}}}})",
+                     resume::to_string(reset.kind), reset.after.epoch, reset.after.seq, reset.resume.epoch,
+                     reset.resume.seq);
 }
 
 std::string encode_ping(const resume::Ping& ping) { return fmt::format(R"({{"type":"ping","id":{}}})", ping.id); }

@@ -2,8 +2,9 @@
 # scripts/test.sh [--pgo] [--asan]: installs what is needed, builds Debug and
 # Release, and runs every test in both: unit, property and sim tiers, the
 # Debug-vs-Release trace-hash comparison, the instruction budgets (Release),
-# the property gate (Release), and the tests against a real dynalite server
-# (label 'real').
+# the property gate (Release), the stream lab on real processes
+# (scripts/lab.py), and the tests against real servers (label 'real':
+# dynalite, and the hub driven by python3-websockets).
 #   --pgo   also builds the profile-guided Release build (scripts/build-pgo.sh
 #           --quick) and checks that it gives Release's trace hashes: about 7
 #           minutes more on 2 cores. Run it after changing the build, the
@@ -24,7 +25,7 @@ for argument in "$@"; do
     --pgo) with_pgo=true ;;
     --asan) with_asan=true ;;
     -h | --help)
-      sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -170,6 +171,27 @@ for edge in 'wall|{"fast_worker_offset":"3.9s","skew_max":"0s","drift_ppm_max":0
     failed=$((failed + 1))
   fi
 done
+
+# The resume core on real processes and loopback sockets: seed 004's lab
+# (docs/runtime.md, "The lab"; about a minute). Then the same lab's
+# exactly-once check given the deliberately broken subscriber, which must
+# fail it naming the lost numbers. Each counts as one check.
+phase "real-process lab"
+echo "== the stream lab on real processes (scripts/lab.py)"
+if /usr/bin/python3 scripts/lab.py --binary build/release/cli/leaseproof; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: a check of the real-process lab failed" >&2
+  failed=$((failed + 1))
+fi
+echo "== the lab's exactly-once check given a subscriber whose cursor moves on receipt"
+if /usr/bin/python3 scripts/lab.py --binary build/release/cli/leaseproof --only cut-twice \
+     --bug-cursor-on-receive --expect-exactly-once-failure; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: the lab's exactly-once check did not catch the broken subscriber" >&2
+  failed=$((failed + 1))
+fi
 
 if [[ -x scripts/dynalite.sh ]]; then
   phase "tests against dynalite"

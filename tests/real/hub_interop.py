@@ -455,6 +455,20 @@ async def case_malformed_frame(hub, notes):
                       f"{closes_after}; expected +2 each")
 
 
+async def case_binary_frame(hub, notes):
+    """A binary frame (even one holding a valid subscribe) closes with 1003:
+    the protocol is JSON text frames."""
+    closes_before = await hub.metric('leaseproof_hub_closes_total{code="1003"}')
+    subscriber = await hub.connect("binary")
+    await subscriber.ws.send(json.dumps({"type": "subscribe", "channel": "c1"}).encode())
+    error = await subscriber.wait_closed(STEP_TIMEOUT_S)
+    if error.rcvd is None or error.rcvd.code != 1003:
+        raise Failure(f"expected a close frame with 1003, got {describe_close(error)}")
+    closes_after = await hub.metric('leaseproof_hub_closes_total{code="1003"}')
+    if closes_after != closes_before + 1:
+        raise Failure(f"1003 closes {closes_before} -> {closes_after}; expected +1")
+
+
 CASES = [
     ("live_from_start", case_live_from_start),
     ("resume_after_seq_3", case_resume_after_seq3),
@@ -463,6 +477,7 @@ CASES = [
     ("reset_ahead_of_top", case_reset_ahead_of_top),
     ("ping_pong_liveness", case_ping_pong),
     ("malformed_frame_closes_1002", case_malformed_frame),
+    ("binary_frame_closes_1003", case_binary_frame),
 ]
 
 

@@ -40,6 +40,8 @@ TEST(ResumeWire, DataRoundTripsWithItsPayload) {
 
 TEST(ResumeWire, ResetAndPingRoundTrip) {
   const resume::Reset reset{resume::ResetKind::over_limit, Position{3, 9}, Position{4, 100}};
+  EXPECT_EQ(encode_reset(reset),
+            R"({"type":"reset","kind":"over_limit","after":{"epoch":3,"seq":9},"resume":{"epoch":4,"seq":100}})");
   auto decoded = decode_hub_frame(encode_reset(reset));
   ASSERT_TRUE(std::holds_alternative<WireHubFrame>(decoded));
   const auto& back = std::get<resume::Reset>(std::get<WireHubFrame>(decoded).frame);
