@@ -169,9 +169,9 @@ def main():
     if any(not 1 <= s <= 15000 for s in steps):
         parser.error("--steps: each count must be in 1..15000")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard < max(steps) * 2 + 256:
-        parser.error(f"--steps: the open-file limit ({hard}) is too low for {max(steps)} connections and as many "
-                     "stuck ones; raise it (ulimit -Hn) or lower the steps")
+    if hard < max(steps) + 256:  # each process holds at most one step's connections at a time
+        parser.error(f"--steps: the open-file limit ({hard}) is too low for {max(steps)} connections; raise it "
+                     "(ulimit -Hn) or lower the steps")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     workdir = tempfile.mkdtemp(prefix="leaseproof-load-")
     procs = Processes(args.binary, workdir)
