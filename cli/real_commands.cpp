@@ -114,6 +114,10 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
   hub->add_option("--connections-max", args.connections_max, "Connections beyond this are closed at once")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1'000'000}));
+  hub->add_option("--redis", args.redis,
+                  "Share channels, rings and the epoch with other hubs through this Redis (default: this process only)")
+      ->type_name("ADDR:PORT");
+  hub->add_option("--redis-prefix", args.redis_prefix, "Prefix of the shared store's keys")->capture_default_str();
   return hub;
 }
 
@@ -136,6 +140,14 @@ int hub_command(const HubArgs& args) {
     if (auto* error = std::get_if<std::string>(&parsed)) throw UsageError{"--publish: " + *error};
     options.generators.push_back(std::get<runtime::HubGenerator>(parsed));
   }
+  if (!args.redis.empty()) {
+    std::tie(options.shared.host, options.shared.port) = parse_address(args.redis, "--redis");
+    if (options.shared.port == 0) throw UsageError{"--redis: port 0 is not a Redis to connect to"};
+    if (args.redis_prefix.empty() || args.redis_prefix.find_first_of(" {}") != std::string::npos) {
+      throw UsageError{fmt::format("--redis-prefix: '{}' must be non-empty, without spaces or braces", args.redis_prefix)};
+    }
+    options.shared.prefix = args.redis_prefix;
+  }
   if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
 
   asio::io_context io;
@@ -148,8 +160,8 @@ int hub_command(const HubArgs& args) {
   }
   write_port_file(args.port_file, server->port());
   print_line(fmt::format("hub: listening on {}:{}, epoch {}, ping {} / pong timeout {}, queue {} B", options.host,
-                         server->port(), server->epoch(), options.hub.ping_interval, options.hub.pong_timeout,
-                         options.hub.subscriber_queue_bytes_max));
+                         server->port(), server->epoch() != 0 ? std::to_string(server->epoch()) : "from the shared store",
+                         options.hub.ping_interval, options.hub.pong_timeout, options.hub.subscriber_queue_bytes_max));
   server->start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
@@ -161,7 +173,7 @@ int hub_command(const HubArgs& args) {
   const auto& c = server->counters();
   print_line(fmt::format("hub: stopped: {} published, {} data frames written, {} subscribes, {} disconnects",
                          c.published, c.data_frames_written, c.subscribes, c.disconnects));
-  return 0;
+  return server->failed() ? kExitFailed : 0;
 }
 
 CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
@@ -283,7 +295,10 @@ CLI::App* add_relay_command(CLI::App& app, RelayArgs& args) {
   relay->add_option("--listen", args.listen, "Address to listen on; port 0 lets the system pick")
       ->capture_default_str()
       ->type_name("ADDR:PORT");
-  relay->add_option("--to", args.to, "Where to relay to")->required()->type_name("ADDR:PORT");
+  relay->add_option("--to", args.to,
+                    "Where to relay to, repeatable: each connection goes to the first that accepts it, in order")
+      ->required()
+      ->type_name("ADDR:PORT");
   relay->add_option("--idle", args.idle, "Cut a connection with no byte either way for this long")->capture_default_str();
   relay->add_option("--port-file", args.port_file, "Write the bound port to FILE once listening")->type_name("FILE");
   return relay;
@@ -292,8 +307,13 @@ CLI::App* add_relay_command(CLI::App& app, RelayArgs& args) {
 int relay_command(const RelayArgs& args) {
   runtime::RelayOptions options;
   std::tie(options.listen_host, options.listen_port) = parse_address(args.listen, "--listen");
-  std::tie(options.target_host, options.target_port) = parse_address(args.to, "--to");
-  if (options.target_port == 0) throw UsageError{"--to: port 0 is not a place to relay to"};
+  if (args.to.empty()) throw UsageError{"--to: at least one ADDR:PORT to relay to"};
+  for (const std::string& to : args.to) {
+    options.targets.push_back(parse_address(to, "--to"));
+    if (options.targets.back().second == 0) {
+      throw UsageError{fmt::format("--to: '{}': port 0 is not a place to relay to", to)};
+    }
+  }
   options.idle = duration_flag(args.idle, "--idle", false);
   if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
   asio::io_context io;
@@ -305,8 +325,12 @@ int relay_command(const RelayArgs& args) {
     return kExitFailed;
   }
   write_port_file(args.port_file, relay->port());
-  print_line(fmt::format("relay: listening on {}:{}, relaying to {}:{}, idle cut-off {}", options.listen_host,
-                         relay->port(), options.target_host, options.target_port, options.idle));
+  std::string targets;  // "A then B": the order each connection tries them in
+  for (const auto& [host, port] : options.targets) {
+    targets += fmt::format("{}{}:{}", targets.empty() ? "" : " then ", host, port);
+  }
+  print_line(fmt::format("relay: listening on {}:{}, relaying to {}, idle cut-off {}", options.listen_host,
+                         relay->port(), targets, options.idle));
   relay->start();
   asio::signal_set cut(io, SIGUSR1);
   std::function<void()> wait_cut = [&] {
@@ -325,8 +349,8 @@ int relay_command(const RelayArgs& args) {
   });
   io.run();
   const auto& c = relay->counters();
-  print_line(fmt::format("relay: stopped: {} accepted, {} idle cuts, {} forced cuts, {} connect failures", c.accepted,
-                         c.idle_cuts, c.forced_cuts, c.connect_failed));
+  print_line(fmt::format("relay: stopped: {} accepted, {} idle cuts, {} forced cuts, {} connect failures, {} failovers",
+                         c.accepted, c.idle_cuts, c.forced_cuts, c.connect_failed, c.failovers));
   return 0;
 }
 

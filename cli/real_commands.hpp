@@ -24,6 +24,8 @@ struct HubArgs {
   int shutdown_code = 1001;
   bool admin = false;
   size_t connections_max = 20'000;
+  std::string redis;  // HOST:PORT of a store shared with other hubs
+  std::string redis_prefix = "leaseproof";
 };
 
 struct SubscribeArgs {
@@ -49,7 +51,7 @@ struct SubscribeArgs {
 
 struct RelayArgs {
   std::string listen = "127.0.0.1:0";
-  std::string to;
+  std::vector<std::string> to;  // tried in order for each connection: primary first, then fail over
   std::string idle = "2.5s";
   std::string port_file;
 };

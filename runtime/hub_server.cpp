@@ -21,6 +21,7 @@
 
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/redis_ring.hpp"
 #include "runtime/resume_wire.hpp"
 
 namespace leaseproof::runtime {
@@ -92,12 +93,15 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
         options_(std::move(options)),
         log_(std::move(log)),
         acceptor_(io),
-        hub_(options_.hub, options_.epoch != 0 ? options_.epoch
-                                                : static_cast<uint64_t>(wall_now_ns() / 1'000'000)),
         core_timer_(io),
         shutdown_timer_(io) {
     const std::string error = options_.hub.validate();
     if (!error.empty()) throw std::invalid_argument(error);
+    if (options_.shared.port == 0) {
+      hub_.emplace(options_.hub, proposed_epoch());
+    } else {
+      shared_ = std::make_unique<RedisRingStore>(io, options_.shared, [this](const std::string& why) { fatal(why); });
+    }
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(options_.host, ec);
     if (ec) throw std::system_error(ec, fmt::format("listen address '{}'", options_.host));
@@ -110,11 +114,21 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
-  uint64_t epoch() const { return hub_.epoch(); }
+  uint64_t epoch() const { return hub_ ? hub_->epoch() : 0; }
   const HubServerCounters& counters() const { return counters_; }
   std::size_t connections() const { return *open_; }
+  bool failed() const { return failed_; }
 
+  // Without a shared store: serves at once. With one: reads its snapshot,
+  // rebuilds the rings from it, then serves and follows the log.
   void start() {
+    if (!shared_) return serve();
+    shared_->open(proposed_epoch(), [weak = weak_from_this()](SharedRingSnapshot snapshot) {
+      if (auto self = weak.lock()) self->opened(std::move(snapshot));
+    });
+  }
+
+  void serve() {
     accept();
     for (const HubGenerator& g : options_.generators) {
       auto state = std::make_shared<Generator>(Generator{g, asio::steady_timer{io_}, monotonic_now(), 0});
@@ -130,7 +144,7 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     acceptor_.close(ignored);
     for (auto& g : generators_) g->timer.cancel();
     resume::HubActions actions;
-    hub_.close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
+    hub_->close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
                    monotonic_now(), actions);
     log_(fmt::format("hub: shutting down: closing {} subscribers with {}", sessions_.size(), code));
     apply(actions);
@@ -139,13 +153,18 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     wait_closed(std::move(done), give_up);
   }
 
-  bool publish(std::string_view channel, std::string_view payload, std::string* error);
+  // Checks a publish; "" when it may go ahead, else why not.
+  std::string check_publish(std::string_view channel, std::string_view payload) const;
+  // Publishes (through the shared log when there is one; `done` gets the
+  // sequence number). False with `error` set when check_publish refuses.
+  bool publish(std::string_view channel, std::string_view payload, std::string* error,
+               std::function<void(int64_t)> done = nullptr);
   std::string metrics_text() const;
   // Closes every subscriber with `code`; the hub keeps running. Returns how many.
   std::size_t close_all(uint16_t code) {
-    const std::size_t count = hub_.subscriber_count();
+    const std::size_t count = hub_->subscriber_count();
     resume::HubActions actions;
-    hub_.close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
+    hub_->close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
                    monotonic_now(), actions);
     log_(fmt::format("hub: closing {} subscribers with {}", count, code));
     quiet_closes_ = true;
@@ -169,6 +188,22 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   class Session;
   class HttpConnection;
 
+  uint64_t proposed_epoch() const {
+    return options_.epoch != 0 ? options_.epoch : static_cast<uint64_t>(wall_now_ns() / 1'000'000);
+  }
+  // A shared store failed or broke the log's order: this hub cannot serve
+  // what the others serve. It stops (the process exits 1; a supervisor
+  // restarts it and it reloads).
+  void fatal(const std::string& why) {
+    if (failed_) return;
+    failed_ = true;
+    log_(fmt::format("hub: fatal: {}", why));
+    io_.stop();
+  }
+  void opened(SharedRingSnapshot snapshot);
+  void on_log_entry(LogEntry entry);
+  // Publishes into this hub's core now; returns the message's seq.
+  int64_t publish_local(std::string_view channel, std::string_view payload);
   void accept();
   void on_accepted(tcp::socket socket);
   void generate(const std::shared_ptr<Generator>& g);
@@ -186,7 +221,9 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   HubServerOptions options_;
   std::function<void(std::string_view)> log_;
   tcp::acceptor acceptor_;
-  resume::Hub hub_;
+  std::optional<resume::Hub> hub_;  // from the shared store's snapshot when there is one
+  std::unique_ptr<RedisRingStore> shared_;
+  bool failed_ = false;
   asio::steady_timer core_timer_;
   Instant armed_ = Instant::max();
   asio::steady_timer shutdown_timer_;
@@ -444,18 +481,30 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     if (count.has_value() != size.has_value()) return bad("count and size go together (synthetic messages)");
     if (count && !body.empty()) return bad("a synthetic publish (count, size) takes no body");
     if (server.shutting_down_) return reply(http::status::service_unavailable, R"({"error":"shutting down"})", false);
-    const int64_t first = server.hub_.top(*channel) + 1;
+    // Reply once the last message has its number (at once without a shared
+    // store; after the store's answers with one, which come in order).
+    struct Progress {
+      uint64_t left = 0;
+      int64_t first = 0, last = 0;
+    };
+    auto progress = std::make_shared<Progress>(Progress{count.value_or(1)});
+    const uint64_t epoch = server.hub_->epoch();
+    auto on_seq = [self = shared_from_this(), progress, channel = *channel, epoch, keep_alive](int64_t seq) {
+      if (progress->first == 0) progress->first = seq;
+      progress->last = seq;
+      if (--progress->left > 0) return;
+      self->reply(http::status::ok,
+                  nlohmann::json{{"channel", channel}, {"epoch", epoch}, {"first_seq", progress->first},
+                                 {"last_seq", progress->last}}
+                      .dump(),
+                  keep_alive);
+    };
     std::string error;
-    const uint64_t n = count.value_or(1);
+    const uint64_t n = progress->left;
     for (uint64_t i = 0; i < n; ++i) {
       const std::string payload = count ? synthetic_payload(static_cast<uint32_t>(*size), wall_now_ns()) : body;
-      if (!server.publish(*channel, payload, &error)) return bad(error);
+      if (!server.publish(*channel, payload, &error, on_seq)) return bad(error);  // the first one: nothing went out
     }
-    reply(http::status::ok,
-          nlohmann::json{{"channel", *channel}, {"epoch", server.hub_.epoch()}, {"first_seq", first},
-                         {"last_seq", server.hub_.top(*channel)}}
-              .dump(),
-          keep_alive);
   }
 
   void reply(http::status status, std::string body, bool keep_alive,
@@ -535,31 +584,48 @@ void HubServer::Impl::wait_closed(std::function<void()> done, Instant give_up) {
   });
 }
 
-bool HubServer::Impl::publish(std::string_view channel, std::string_view payload, std::string* error) {
-  auto fail = [&](std::string why) {
+std::string HubServer::Impl::check_publish(std::string_view channel, std::string_view payload) const {
+  if (std::string e = check_channel_name(channel); !e.empty()) return "channel: " + e;
+  if (payload.size() > kPayloadBytesMax) {
+    return fmt::format("payload: {} bytes, at most {} allowed", payload.size(), kPayloadBytesMax);
+  }
+  try {
+    (void)nlohmann::json(payload).dump();
+  } catch (const nlohmann::json::exception&) {
+    return "payload: not valid UTF-8 (the wire format carries it as a JSON string)";
+  }
+  return {};
+}
+
+bool HubServer::Impl::publish(std::string_view channel, std::string_view payload, std::string* error,
+                              std::function<void(int64_t)> done) {
+  if (std::string why = check_publish(channel, payload); !why.empty()) {
     if (error) *error = std::move(why);
     return false;
-  };
-  if (std::string e = check_channel_name(channel); !e.empty()) return fail("channel: " + e);
-  if (payload.size() > kPayloadBytesMax) {
-    return fail(fmt::format("payload: {} bytes, at most {} allowed", payload.size(), kPayloadBytesMax));
   }
-  const resume::Message next{hub_.epoch(), hub_.top(channel) + 1, static_cast<uint32_t>(payload.size())};
-  Frame frame;
-  try {
-    frame = std::make_shared<const std::string>(encode_data(channel, next, payload));
-  } catch (const nlohmann::json::exception&) {
-    return fail("payload: not valid UTF-8 (the wire format carries it as a JSON string)");
+  if (shared_) {
+    // Into the shared log; this hub's core gets it back, in log order, like every other hub's.
+    shared_->publish(channel, payload, [done = std::move(done)](int64_t seq) {
+      if (done) done(seq);
+    });
+    return true;
   }
+  const int64_t seq = publish_local(channel, payload);
+  if (done) done(seq);
+  return true;
+}
+
+int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_view payload) {
+  const resume::Message next{hub_->epoch(), hub_->top(channel) + 1, static_cast<uint32_t>(payload.size())};
   StoredChannel& stored = store_[std::string{channel}];
   if (stored.frames.empty()) stored.first_seq = next.seq;
-  stored.frames.push_back(std::move(frame));
+  stored.frames.push_back(std::make_shared<const std::string>(encode_data(channel, next, payload)));
   resume::HubActions actions;
-  const resume::Message published = hub_.publish(channel, next.bytes, monotonic_now(), actions);
+  const resume::Message published = hub_->publish(channel, next.bytes, monotonic_now(), actions);
   LP_ASSERT_EQ(published.seq, next.seq);
   ++counters_.published;
   // Trim the store to the core's ring.
-  const auto& rings = hub_.rings().channels;
+  const auto& rings = hub_->rings().channels;
   const auto ring = rings.find(channel);
   const int64_t oldest = ring == rings.end() || ring->second.messages.empty() ? next.seq + 1
                                                                               : ring->second.messages.front().seq;
@@ -570,7 +636,46 @@ bool HubServer::Impl::publish(std::string_view channel, std::string_view payload
   }
   apply(actions);
   rearm();
-  return true;
+  return next.seq;
+}
+
+void HubServer::Impl::opened(SharedRingSnapshot snapshot) {
+  std::map<std::pair<std::string, int64_t>, const std::string*> payloads;
+  for (const LogEntry& entry : snapshot.log) payloads[{entry.channel, entry.seq}] = &entry.payload;
+  hub_.emplace(options_.hub, rings_from_snapshot(snapshot));
+  size_t kept = 0;
+  for (const auto& [name, ring] : hub_->rings().channels) {
+    StoredChannel& stored = store_[name];
+    stored.first_seq = ring.messages.empty() ? ring.top + 1 : ring.messages.front().seq;
+    for (const resume::Message& message : ring.messages) {
+      const auto it = payloads.find({name, message.seq});
+      LP_ASSERT(it != payloads.end());  // rings_from_snapshot took them from the log
+      stored.frames.push_back(std::make_shared<const std::string>(encode_data(name, message, *it->second)));
+      ++kept;
+    }
+  }
+  log_(fmt::format("hub: shared store {}:{} ({}:*) opened: epoch {}, {} channels, {} messages kept of {} in the log",
+                   options_.shared.host, options_.shared.port, options_.shared.prefix, hub_->epoch(),
+                   hub_->rings().channels.size(), kept, snapshot.log.size()));
+  serve();
+  shared_->follow([weak = weak_from_this()](LogEntry entry) {
+    if (auto self = weak.lock()) self->on_log_entry(std::move(entry));
+  });
+}
+
+void HubServer::Impl::on_log_entry(LogEntry entry) {
+  if (failed_) return;
+  if (!check_publish(entry.channel, entry.payload).empty()) {
+    return fatal(fmt::format("the shared log holds an entry no hub publishes (channel '{}')", entry.channel));
+  }
+  const int64_t top = hub_->top(entry.channel);
+  if (entry.seq <= top) return;  // already here (the snapshot held it)
+  if (entry.seq != top + 1) {
+    return fatal(fmt::format("the shared log went from seq {} to {} in channel {}: entries were trimmed before this "
+                             "hub read them",
+                             top, entry.seq, entry.channel));
+  }
+  publish_local(entry.channel, entry.payload);
 }
 
 Frame HubServer::Impl::data_frame(const std::string& channel, int64_t seq) const {
@@ -616,7 +721,7 @@ void HubServer::Impl::apply(resume::HubActions& actions) {
 }
 
 void HubServer::Impl::rearm() {
-  const Instant due = hub_.next_deadline();
+  const Instant due = hub_->next_deadline();
   if (due == armed_) return;
   armed_ = due;
   if (due == Instant::max()) {
@@ -635,7 +740,7 @@ void HubServer::Impl::rearm() {
 
 void HubServer::Impl::on_core_timer() {
   resume::HubActions actions;
-  hub_.on_timer(monotonic_now(), actions);
+  hub_->on_timer(monotonic_now(), actions);
   apply(actions);
   rearm();
 }
@@ -647,7 +752,7 @@ void HubServer::Impl::on_client_text(Session& session, std::string_view text, bo
     ++counters_.protocol_errors;
     log_(fmt::format("hub: subscriber {}: protocol error: {}", session.id(), why));
     if (session.in_core()) {
-      hub_.on_disconnect(session.id(), now);
+      hub_->on_disconnect(session.id(), now);
       rearm();
     }
     session.mark_core_closed();
@@ -663,10 +768,10 @@ void HubServer::Impl::on_client_text(Session& session, std::string_view text, bo
     if (session.subscribed()) return protocol_error("a second subscribe on one connection");
     ++counters_.subscribes;
     session.set_subscribed(subscribe->channel);
-    hub_.subscribe(session.id(), *subscribe, now, actions);
+    hub_->subscribe(session.id(), *subscribe, now, actions);
   } else {
     if (!session.in_core()) return protocol_error("a pong before subscribe");
-    hub_.on_pong(session.id(), std::get<resume::Pong>(frame), now, actions);
+    hub_->on_pong(session.id(), std::get<resume::Pong>(frame), now, actions);
   }
   apply(actions);
   rearm();
@@ -674,7 +779,7 @@ void HubServer::Impl::on_client_text(Session& session, std::string_view text, bo
 
 void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
   if (session.in_core()) {
-    hub_.on_disconnect(session.id(), monotonic_now());
+    hub_->on_disconnect(session.id(), monotonic_now());
     session.mark_core_closed();
     rearm();
   }
@@ -685,11 +790,11 @@ void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
 std::string HubServer::Impl::metrics_text() const {
   uint64_t queued = 0, outbox = 0;
   for (const auto& [id, session] : sessions_) {
-    queued += hub_.queued_bytes(id);
+    queued += hub_->queued_bytes(id);
     outbox += session->outbox_bytes();
   }
   uint64_t ring_bytes = 0, ring_messages = 0;
-  for (const auto& [name, ring] : hub_.rings().channels) {
+  for (const auto& [name, ring] : hub_->rings().channels) {
     ring_bytes += ring.bytes;
     ring_messages += ring.messages.size();
   }
@@ -697,9 +802,9 @@ std::string HubServer::Impl::metrics_text() const {
   auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
     out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
   };
-  metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", hub_.epoch());
+  metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", hub_->epoch());
   metric("leaseproof_hub_connections", "gauge", "Open TCP connections (WebSocket and HTTP).", *open_);
-  metric("leaseproof_hub_subscribers", "gauge", "Subscribers the core holds.", hub_.subscriber_count());
+  metric("leaseproof_hub_subscribers", "gauge", "Subscribers the core holds.", hub_->subscriber_count());
   metric("leaseproof_hub_queue_bytes", "gauge", "Bytes sent to subscribers and not yet consumed (the core's queues).",
          queued);
   metric("leaseproof_hub_outbox_bytes", "gauge", "Encoded frames waiting for their socket.", outbox);
@@ -739,6 +844,7 @@ void HubServer::shutdown(uint16_t code, std::function<void()> done) { impl_->shu
 bool HubServer::publish(std::string_view channel, std::string_view payload, std::string* error) {
   return impl_->publish(channel, payload, error);
 }
+bool HubServer::failed() const { return impl_->failed(); }
 std::string HubServer::metrics_text() const { return impl_->metrics_text(); }
 std::size_t HubServer::close_all(uint16_t code) { return impl_->close_all(code); }
 const HubServerCounters& HubServer::counters() const { return impl_->counters(); }

@@ -33,6 +33,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/resume/hub.hpp"
+#include "runtime/redis_ring.hpp"
 
 namespace leaseproof::runtime {
 
@@ -57,6 +58,10 @@ struct HubServerOptions {
   // How long a closing connection may take to finish its close handshake
   // before its socket is closed without one.
   Duration close_timeout = Duration::from_s(2);
+  // Channels and rings shared with other hubs through Redis (redis_ring.hpp);
+  // port 0: in this process only. With a store, the epoch is the store's
+  // (the first hub's `epoch`, or its wall clock).
+  SharedRingOptions shared{.host = "127.0.0.1", .port = 0};
   // Serve POST /admin/close-all?code=1012: every subscriber closed with that
   // code while the hub keeps running (a restart's close wave, for labs).
   bool admin = false;
@@ -88,7 +93,10 @@ class HubServer {
   HubServer& operator=(const HubServer&) = delete;
 
   uint16_t port() const;
-  uint64_t epoch() const;
+  uint64_t epoch() const;  // 0 until a shared store has been read
+  // A shared store failed or broke its order: the hub stopped its io_context
+  // (the process should exit 1).
+  bool failed() const;
   void start();
   // Stops accepting and generating, closes every subscriber with `code`
   // (1001 going away, 1012 service restart) and calls `done` once every
@@ -98,8 +106,8 @@ class HubServer {
   // Closes every subscriber with `code` (1001 or 1012) and keeps running:
   // a restart's close wave without the restart. Returns how many it closed.
   std::size_t close_all(uint16_t code);
-  // Publishes one message now; false with a reason if the channel name or the
-  // payload is not allowed.
+  // Publishes one message (now, or through the shared store's log); false
+  // with a reason if the channel name or the payload is not allowed.
   bool publish(std::string_view channel, std::string_view payload, std::string* error = nullptr);
   std::string metrics_text() const;
   const HubServerCounters& counters() const;

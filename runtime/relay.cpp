@@ -3,8 +3,10 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -40,7 +42,7 @@ Clock::duration to_clock(Duration d) {
 }
 
 // What `host`:`port` resolves to, at least one address: the listener binds
-// the first, a connect to the target tries each in turn. Blocking, but done
+// the first, a connect to a target tries each in turn. Blocking, but done
 // once per relay, and the usual host is a numeric address. Throws
 // std::system_error naming the address.
 tcp::resolver::results_type resolve(asio::io_context& io, const std::string& host, uint16_t port, bool passive,
@@ -58,6 +60,12 @@ tcp::resolver::results_type resolve(asio::io_context& io, const std::string& hos
   return results;
 }
 
+// One entry of RelayOptions::targets, resolved.
+struct Target {
+  std::string name;  // "HOST:PORT", for log lines
+  tcp::resolver::results_type endpoints;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -72,8 +80,11 @@ class Relay::Impl : public std::enable_shared_from_this<Relay::Impl> {
         accept_retry_timer_(io) {
     LP_ASSERT_MSG(options_.idle > Duration::zero(), "idle must be positive, is {}", options_.idle);
     LP_ASSERT_GT(options_.connections_max, std::size_t{0});
-    LP_ASSERT_NE(options_.target_port, uint16_t{0});
-    target_endpoints_ = resolve(io_, options_.target_host, options_.target_port, false, "target");
+    LP_ASSERT_MSG(!options_.targets.empty(), "a relay needs at least one target");
+    for (const auto& [host, port] : options_.targets) {
+      LP_ASSERT_MSG(port != 0, "target {}:{} has port 0", host, port);
+      targets_.push_back(Target{fmt::format("{}:{}", host, port), resolve(io_, host, port, false, "target")});
+    }
     listen();
   }
 
@@ -190,7 +201,7 @@ class Relay::Impl : public std::enable_shared_from_this<Relay::Impl> {
   asio::io_context& io_;
   RelayOptions options_;
   LogFunction log_;
-  tcp::resolver::results_type target_endpoints_;
+  std::vector<Target> targets_;  // RelayOptions::targets, in the order tried
   tcp::acceptor acceptor_;
   asio::steady_timer accept_retry_timer_;
   uint16_t port_ = 0;
@@ -208,6 +219,12 @@ class Relay::Impl : public std::enable_shared_from_this<Relay::Impl> {
 // shared_ptr to it, and the relay's map holds one while it is open, so it
 // lives until the last pending handler has run. Once ended (closed_), its
 // handlers return at once and never reach the relay again.
+//
+// Before the target connection is up, it tries the targets in order, one
+// connect attempt at a time; the idle timer bounds each attempt. Only the
+// connect handler moves on to the next target (when the timer gives up on an
+// attempt it closes the socket, and the handler then runs with
+// operation_aborted), so target_ never has two connects outstanding.
 class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(std::shared_ptr<Impl> relay, uint64_t id, tcp::socket client)
@@ -217,12 +234,7 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
         target_(client_.get_executor()),
         idle_timer_(client_.get_executor()) {}
 
-  void start() {
-    last_byte_at_ = Clock::now();
-    arm_idle_timer(idle_deadline());
-    asio::async_connect(target_, relay_->target_endpoints_,
-                        [self = shared_from_this()](error_code ec, const tcp::endpoint&) { self->on_connected(ec); });
-  }
+  void start() { connect_to(0); }
 
   // Closes both sockets (pending operations then finish with
   // operation_aborted, and their handlers see closed_) and reports the end to
@@ -242,7 +254,19 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
 
  private:
   Duration idle() const { return relay_->options_.idle; }
-  Clock::time_point idle_deadline() const { return last_byte_at_ + to_clock(idle()); }
+  Clock::time_point idle_deadline() const { return silent_since_ + to_clock(idle()); }
+
+  // One attempt; its silence (the connect timeout) starts now.
+  void connect_to(std::size_t index) {
+    LP_ASSERT_LT(index, relay_->targets_.size());
+    LP_ASSERT(!connected_);
+    target_index_ = index;
+    attempt_timed_out_ = false;
+    silent_since_ = Clock::now();
+    arm_idle_timer(idle_deadline());  // replaces a wait left from the previous attempt
+    asio::async_connect(target_, relay_->targets_[index].endpoints,
+                        [self = shared_from_this()](error_code ec, const tcp::endpoint&) { self->on_connected(ec); });
+  }
 
   void arm_idle_timer(Clock::time_point deadline) {
     idle_timer_.expires_at(deadline);
@@ -250,7 +274,7 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
   }
 
   // Bytes do not re-arm the timer (that would cancel and re-queue a wait per
-  // chunk); they move last_byte_at_, and the timer, on expiry, either sleeps
+  // chunk); they move silent_since_, and the timer, on expiry, either sleeps
   // until the moved deadline or cuts.
   void on_idle_timer(error_code ec) {
     if (closed_ || ec) {
@@ -262,9 +286,10 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
       return;
     }
     if (!connected_) {
-      relay_->log(fmt::format("relay: connection {} could not connect to {}:{} within {}", id_,
-                              relay_->options_.target_host, relay_->options_.target_port, idle()));
-      end(ConnectionEnd::connect_failed);
+      // Give up on this attempt; its connect handler runs next and moves on.
+      attempt_timed_out_ = true;
+      error_code ignored;
+      target_.close(ignored);
       return;
     }
     relay_->log(fmt::format("relay: idle cut connection {} after {} of silence", id_, idle()));
@@ -275,13 +300,20 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     if (closed_) {
       return;
     }
+    // Timed out wins over a success that completed as the timer fired: the
+    // timer has closed the socket by now.
+    if (attempt_timed_out_) {
+      on_connect_failed(fmt::format("no answer within {}", idle()));
+      return;
+    }
     if (ec) {
-      relay_->log(fmt::format("relay: connection {} could not connect to {}:{}: {}", id_,
-                              relay_->options_.target_host, relay_->options_.target_port, ec.message()));
-      end(ConnectionEnd::connect_failed);
+      on_connect_failed(ec.message());
       return;
     }
     connected_ = true;
+    if (target_index_ > 0) {
+      ++relay_->counters_.failovers;
+    }
     // Request/response traffic in small writes: do not let Nagle hold a
     // relayed segment back waiting for an acknowledgement.
     error_code ignored;
@@ -289,6 +321,21 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     target_.set_option(tcp::no_delay(true), ignored);
     read(Direction::up);
     read(Direction::down);
+  }
+
+  void on_connect_failed(const std::string& reason) {
+    const std::vector<Target>& targets = relay_->targets_;
+    const Target& failed = targets[target_index_];
+    const std::size_t next = target_index_ + 1;
+    if (next < targets.size()) {
+      relay_->log(fmt::format("relay: connection {}: target {} failed ({}); trying {}", id_, failed.name, reason,
+                              targets[next].name));
+      connect_to(next);
+      return;
+    }
+    const std::string every = targets.size() > 1 ? fmt::format(" (all {} targets failed)", targets.size()) : "";
+    relay_->log(fmt::format("relay: connection {} could not connect to {}: {}{}", id_, failed.name, reason, every));
+    end(ConnectionEnd::connect_failed);
   }
 
   tcp::socket& source(Direction d) { return d == Direction::up ? client_ : target_; }
@@ -313,7 +360,7 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     }
     LP_ASSERT_GT(bytes, std::size_t{0});
     LP_ASSERT_LE(bytes, direction_buffer_bytes);
-    last_byte_at_ = Clock::now();
+    silent_since_ = Clock::now();
     (d == Direction::up ? relay_->counters_.bytes_up : relay_->counters_.bytes_down) += bytes;
     asio::async_write(sink(d), asio::buffer(buffer(d).data(), bytes),
                       [self = shared_from_this(), d](error_code write_ec, std::size_t) {
@@ -331,7 +378,7 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     }
     // A write that took long because the sink was slow is still traffic:
     // the silence starts when it finished.
-    last_byte_at_ = Clock::now();
+    silent_since_ = Clock::now();
     read(d);
   }
 
@@ -340,7 +387,11 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
   tcp::socket client_;
   tcp::socket target_;
   asio::steady_timer idle_timer_;
-  Clock::time_point last_byte_at_{};
+  // The last byte either way; before the target connection is up, the start
+  // of the current connect attempt.
+  Clock::time_point silent_since_{};
+  std::size_t target_index_ = 0;    // into relay_->targets_: the one connected or being tried
+  bool attempt_timed_out_ = false;  // the idle timer gave up on the current connect attempt
   bool connected_ = false;
   bool closed_ = false;
   std::array<std::array<char, direction_buffer_bytes>, 2> buffers_;  // by Direction

@@ -18,14 +18,16 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
-CHECKS = ["slow-subscriber", "relay-idle", "silent-subscriber", "cut-twice", "wave"]
+CHECKS = ["slow-subscriber", "relay-idle", "silent-subscriber", "cut-twice", "wave", "two-hubs"]
 
 
 class LabError(Exception):
@@ -41,11 +43,11 @@ class Lab:
         self.counter = 0
 
     # ---- processes -------------------------------------------------------
-    def start(self, name, args):
+    def start(self, name, args, program=None):
         self.counter += 1
         log_path = os.path.join(self.workdir, f"{self.counter:02d}-{name}.log")
         log = open(log_path, "w")
-        process = subprocess.Popen([self.binary] + args, stdout=log, stderr=subprocess.STDOUT,
+        process = subprocess.Popen([program or self.binary] + args, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         process.log_path = log_path
         process.started_at = time.monotonic()
@@ -386,12 +388,102 @@ def check_wave(lab, args):
     return problems, figures
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_two_hubs(lab, args):
+    """Two hubs sharing channels and rings through Redis; the subscriber's hub
+    is killed while publishing; it resumes on the other."""
+    n = 800
+    redis_server = shutil.which("redis-server")
+    if not redis_server:
+        raise LabError("redis-server is not installed (scripts/setup.sh tests installs it)")
+    redis_port = free_port()
+    lab.start("redis", ["--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+              program=redis_server)
+
+    def redis_up():
+        try:
+            with socket.create_connection(("127.0.0.1", redis_port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    if not wait_for(redis_up, 10):
+        raise LabError("redis-server did not listen within 10 s")
+    shared = ["--redis", f"127.0.0.1:{redis_port}", "--epoch", "1", "--ping-interval", "1s", "--pong-timeout", "2s"]
+    hub_a, port_a = lab.start_listening("hub-a", ["hub"] + shared)
+    # --control-unshared: hub B keeps its own store (another key prefix), so
+    # what is published into it never reaches A: the check must then fail.
+    hub_b, port_b = lab.start_listening("hub-b", ["hub"] + shared +
+                                        (["--redis-prefix", "unshared"] if args.control_unshared else []))
+    relay, relay_port = lab.start_listening("relay", ["relay", "--to", f"127.0.0.1:{port_a}", "--to",
+                                                      f"127.0.0.1:{port_b}", "--idle", "30s"])
+    sink = os.path.join(lab.workdir, "two-hubs.sink")
+    summary_path = os.path.join(lab.workdir, "two-hubs.json")
+    sub = lab.start("subscriber", ["subscribe", f"ws://127.0.0.1:{relay_port}/", "--channel", "shared", "--sink", sink,
+                                   "--until-seq", str(n), "--summary", summary_path, "--seed", "1",
+                                   "--reconnect-base", "300ms"])
+    if not wait_for(lambda: lab.metrics(port_a).get("leaseproof_hub_subscribers", 0) >= 1, 5):
+        raise LabError("the subscriber did not reach hub A through the relay")
+    epoch = int(lab.metrics(port_b)["leaseproof_hub_epoch"])
+    on_a_at_kill = 0
+    killed = False
+    start = time.monotonic()
+    for _ in range(n // 10):  # into hub B, 400 a second; hub A is killed at 0.6 s
+        lab.http(port_b, "POST", "/publish?channel=shared&count=10&size=64")
+        if not killed and time.monotonic() - start >= 0.6:
+            on_a_at_kill = int(lab.metrics(port_a).get("leaseproof_hub_subscribers", 0))
+            published_at_kill = int(lab.metrics(port_a)["leaseproof_hub_published_total"])
+            with open(sink) as f:
+                recorded_at_kill = sum(1 for _ in f)
+            os.killpg(hub_a.pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.025)
+    try:
+        sub.wait(20)
+    except subprocess.TimeoutExpired:
+        lab.stop(sub)
+    summary = read_summary(summary_path) if os.path.exists(summary_path) else {}
+    lab.stop(relay)
+    with open(relay.log_path) as f:
+        stopped = re.search(r"(\d+) failovers", f.read())
+    failovers = int(stopped.group(1)) if stopped else -1
+    missing, repeated, foreign = exactly_once(sink, epoch, n)
+    resets = summary.get("resets", {})
+    problems = []
+    if on_a_at_kill != 1:
+        problems.append(f"hub A held {on_a_at_kill} subscribers when it was killed, expected the one")
+    if killed and recorded_at_kill == 0:
+        problems.append("the subscriber recorded nothing while on hub A: what was published into B never reached A")
+    if failovers < 1:
+        problems.append(f"the relay reports {failovers} failovers to hub B, expected at least 1")
+    if resets:
+        problems.append(f"the subscriber got resets {resets}; resuming on hub B should need none")
+    if missing:
+        problems.append(f"exactly once: {len(missing)} sequence numbers missing from the sink: {ranges(missing)}")
+    if repeated:
+        problems.append(f"exactly once: {len(repeated)} sequence numbers recorded twice or more: {ranges(repeated)}")
+    if foreign:
+        problems.append(f"{foreign} records outside 1..{n} of epoch {epoch}")
+    figures = (f"hubs A and B share Redis (epoch {epoch}); {n} messages published into B at 400/s; A killed (SIGKILL) "
+               f"holding the subscriber after it had {published_at_kill if killed else '?'} messages "
+               f"({recorded_at_kill if killed else '?'} recorded by the subscriber); relay failovers "
+               f"{failovers}; subscriber connects {summary.get('connects', '?')}, resets {resets or 'none'}; sink: "
+               f"{n - len(missing)} of 1..{n} present, {len(missing)} missing, {len(repeated)} repeated")
+    return problems, figures
+
+
 CHECK_FUNCTIONS = {
     "slow-subscriber": check_slow_subscriber,
     "relay-idle": check_relay_idle,
     "silent-subscriber": check_silent_subscriber,
     "cut-twice": check_cut_twice,
     "wave": check_wave,
+    "two-hubs": check_two_hubs,
 }
 
 
@@ -405,6 +497,8 @@ def main():
                         help="run the subscribers with the deliberately broken cursor (cut-twice must then fail)")
     parser.add_argument("--expect-exactly-once-failure", action="store_true",
                         help="with --bug-cursor-on-receive: pass only if cut-twice fails its exactly-once check")
+    parser.add_argument("--control-unshared", action="store_true",
+                        help="two-hubs with hub B on its own store: the check must fail (shows it can)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, sinks, summaries)")
     parser.add_argument("--verbose", action="store_true", help="print every process started")
     args = parser.parse_args()

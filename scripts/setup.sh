@@ -7,17 +7,18 @@
 #                            valgrind for the instruction budgets
 #                            (scripts/count-instructions.sh --check);
 #                            python3-websockets, an outside WebSocket client
-#                            (tests/real/hub_interop.py)
+#                            (tests/real/hub_interop.py); redis-server, the
+#                            store two hubs share in the lab (scripts/lab.py)
 set -euo pipefail
 
 packages=(
   g++ cmake ninja-build git python3
   libboost1.81-dev libboost-system1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind python3-websockets)
+  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

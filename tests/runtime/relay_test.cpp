@@ -1,6 +1,7 @@
-// The TCP relay (runtime/relay.hpp) between real sockets on 127.0.0.1: an echo
-// server (or a target that never reads) behind it, test clients in front, all
-// on one io_context that the test runs in bounded slices. Every wait has a
+// The TCP relay (runtime/relay.hpp) between real sockets on 127.0.0.1: echo
+// servers (or targets that never read, hang up, refuse or never answer) behind
+// it, test clients in front, all on one io_context that the test runs in
+// bounded slices. Every wait has a
 // deadline, so a broken relay fails a test instead of hanging it.
 
 #include <algorithm>
@@ -77,8 +78,19 @@ class TargetServer {
  public:
   enum class Kind { echo, deaf, hang_up };
 
-  TargetServer(asio::io_context& io, Kind kind) : kind_(kind), acceptor_(io, loopback(0)) { accept(); }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  TargetServer(asio::io_context& io, Kind kind)
+      : kind_(kind), acceptor_(io, loopback(0)), port_(acceptor_.local_endpoint().port()) {
+    accept();
+  }
+  uint16_t port() const { return port_; }
+  std::size_t connections() const { return connections_; }  // accepted so far
+
+  // Closes the listening socket, as a server process that died would: new
+  // connections are refused, the ones accepted stay up.
+  void stop_listening() {
+    error_code ignored;
+    acceptor_.close(ignored);
+  }
 
  private:
   void accept() {
@@ -86,6 +98,7 @@ class TargetServer {
       if (ec) {
         return;
       }
+      ++connections_;
       switch (kind_) {
         case Kind::echo: std::make_shared<EchoSession>(std::move(socket))->read(); break;
         case Kind::deaf: deaf_connections_.push_back(std::move(socket)); break;
@@ -97,7 +110,42 @@ class TargetServer {
 
   Kind kind_;
   tcp::acceptor acceptor_;
+  uint16_t port_;
+  std::size_t connections_ = 0;
   std::vector<tcp::socket> deaf_connections_;
+};
+
+// A port bound but not listening: a connect to it is refused, and the port
+// stays ours, so nothing else can start listening there during the test.
+class RefusingPort {
+ public:
+  explicit RefusingPort(asio::io_context& io) : socket_(io) {
+    socket_.open(tcp::v4());
+    socket_.bind(loopback(0));
+  }
+  uint16_t port() const { return socket_.local_endpoint().port(); }
+
+ private:
+  tcp::socket socket_;
+};
+
+// A port that never answers: it listens with a backlog of 0 and never
+// accepts, and one connection made here fills its accept queue, so (on Linux)
+// the kernel drops every further SYN and a connect neither succeeds nor fails
+// until the connector gives up.
+class SilentPort {
+ public:
+  explicit SilentPort(asio::io_context& io) : acceptor_(io), queue_filler_(io) {
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(loopback(0));
+    acceptor_.listen(0);
+    queue_filler_.connect(loopback(port()));  // blocking, and answered at once: the queue had room
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  tcp::acceptor acceptor_;
+  tcp::socket queue_filler_;
 };
 
 // A client in front of the relay: it keeps one read pending all the time and
@@ -175,9 +223,13 @@ class RelayTest : public ::testing::Test {
   TargetServer echo{io, TargetServer::Kind::echo};
   std::unique_ptr<Relay> relay;
 
-  void start_relay(uint16_t target_port, std::size_t connections_max = 100, Duration idle_cut = idle) {
+  // Targets on 127.0.0.1, in the order the relay tries them.
+  void start_relay(const std::vector<uint16_t>& target_ports, std::size_t connections_max = 100,
+                   Duration idle_cut = idle) {
     RelayOptions options;
-    options.target_port = target_port;
+    for (const uint16_t port : target_ports) {
+      options.targets.emplace_back("127.0.0.1", port);
+    }
     options.idle = idle_cut;
     options.connections_max = connections_max;
     relay = std::make_unique<Relay>(io, options, [this](std::string_view line) { log_lines.emplace_back(line); });
@@ -225,11 +277,17 @@ class RelayTest : public ::testing::Test {
     return std::find(log_lines.begin(), log_lines.end(), line) != log_lines.end();
   }
 
+  bool logged_line_starting(const std::string& prefix, const std::string& suffix = "") const {
+    return std::any_of(log_lines.begin(), log_lines.end(), [&](const std::string& line) {
+      return line.starts_with(prefix) && line.ends_with(suffix);
+    });
+  }
+
   std::string all_log_lines() const { return fmt::format("{}", fmt::join(log_lines, "\n")); }
 };
 
 TEST_F(RelayTest, BytesGoThroughBothWaysUnchanged) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   // Several times the relay's 16 KiB buffer, so chunks must stay in order.
   const std::string payload = pattern_bytes(200 * 1024 + 13);
   auto client = connect_and_echo(payload);
@@ -245,7 +303,7 @@ TEST_F(RelayTest, BytesGoThroughBothWaysUnchanged) {
 }
 
 TEST_F(RelayTest, ABusyConnectionIsNotCut) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   auto client = connect_client();
   // A byte every 100 ms for 800 ms: the connection lives well past `idle`
   // (300 ms) but is never silent that long.
@@ -264,7 +322,7 @@ TEST_F(RelayTest, ABusyConnectionIsNotCut) {
 }
 
 TEST_F(RelayTest, ASilentConnectionIsCutAfterIdle) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   auto client = connect_client();
   // Every byte the relay sees comes after this instant, so its silence
   // cannot have started earlier.
@@ -284,7 +342,7 @@ TEST_F(RelayTest, ASilentConnectionIsCutAfterIdle) {
 }
 
 TEST_F(RelayTest, CutAllClosesEveryConnection) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   std::vector<std::shared_ptr<TestClient>> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(connect_and_echo(fmt::format("hello {}", i)));
@@ -307,13 +365,9 @@ TEST_F(RelayTest, CutAllClosesEveryConnection) {
 }
 
 TEST_F(RelayTest, ATargetThatRefusesClosesTheClient) {
-  // Bound but not listening: a connect to it is refused, and the port stays
-  // ours, so nothing else can start listening there during the test.
-  tcp::socket not_listening(io);
-  not_listening.open(tcp::v4());
-  not_listening.bind(loopback(0));
-  const uint16_t refused_port = not_listening.local_endpoint().port();
-  start_relay(refused_port);
+  const RefusingPort refusing(io);
+  const uint16_t refused_port = refusing.port();
+  start_relay({refused_port});
 
   auto client = connect_client();
   ASSERT_TRUE(run_until([&] { return client->ended(); })) << "client not closed";
@@ -321,14 +375,13 @@ TEST_F(RelayTest, ATargetThatRefusesClosesTheClient) {
   EXPECT_EQ(relay->counters().connect_failed, 1u);
   EXPECT_EQ(relay->counters().accepted, 1u);
   EXPECT_EQ(relay->open_connections(), 0u);
-  const std::string prefix = fmt::format("relay: connection 1 could not connect to 127.0.0.1:{}: ", refused_port);
-  EXPECT_TRUE(std::any_of(log_lines.begin(), log_lines.end(),
-                          [&](const std::string& line) { return line.starts_with(prefix); }))
+  EXPECT_TRUE(logged_line_starting(fmt::format("relay: connection 1 could not connect to 127.0.0.1:{}: ", refused_port)))
       << all_log_lines();
+  EXPECT_EQ(log_lines.size(), 1u) << all_log_lines();  // one target: nothing to fail over to
 }
 
 TEST_F(RelayTest, AClientThatClosesEndsTheRelayedConnection) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   auto client = connect_and_echo("bye");
   client->close();
   ASSERT_TRUE(run_until([&] { return relay->counters().closed == 1; })) << "not counted as closed";
@@ -338,7 +391,7 @@ TEST_F(RelayTest, AClientThatClosesEndsTheRelayedConnection) {
 
 TEST_F(RelayTest, ATargetThatClosesClosesTheClient) {
   TargetServer hang_up(io, TargetServer::Kind::hang_up);
-  start_relay(hang_up.port());
+  start_relay({hang_up.port()});
   auto client = connect_client();
   ASSERT_TRUE(run_until([&] { return client->ended(); })) << "client not closed";
   EXPECT_TRUE(client->saw_close()) << client->end->message();
@@ -350,10 +403,10 @@ TEST_F(RelayTest, ATargetThatClosesClosesTheClient) {
 }
 
 TEST_F(RelayTest, AListenPortInUseThrowsNamingTheAddress) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   RelayOptions options;
   options.listen_port = relay->port();
-  options.target_port = echo.port();
+  options.targets = {{"127.0.0.1", echo.port()}};
   try {
     Relay second(io, options, [](std::string_view) {});
     FAIL() << "a second relay bound port " << relay->port();
@@ -364,7 +417,7 @@ TEST_F(RelayTest, AListenPortInUseThrowsNamingTheAddress) {
 }
 
 TEST_F(RelayTest, ConnectionsBeyondTheMaximumAreClosedAtOnce) {
-  start_relay(echo.port(), /*connections_max=*/1);
+  start_relay({echo.port()}, /*connections_max=*/1);
   auto first = connect_and_echo("first");
   auto second = connect_client();
   ASSERT_TRUE(run_until([&] { return second->ended(); }));
@@ -386,7 +439,7 @@ TEST_F(RelayTest, ASlowTargetStopsTheRelayReadingAndCutAllIsSafeMidWrite) {
   TargetServer deaf(io, TargetServer::Kind::deaf);
   // A stuck connection moves no bytes, so it is silent: a long idle keeps
   // the idle cut out of this test.
-  start_relay(deaf.port(), 100, Duration::from_s(10));
+  start_relay({deaf.port()}, 100, Duration::from_s(10));
   auto client = connect_client();
   // Far more than the kernel buffers between client and target can hold.
   const std::size_t sent_bytes = 32 * 1024 * 1024;
@@ -416,7 +469,7 @@ TEST_F(RelayTest, ASlowTargetStopsTheRelayReadingAndCutAllIsSafeMidWrite) {
 }
 
 TEST_F(RelayTest, DestroyingTheRelayWithConnectionsOpenIsSafe) {
-  start_relay(echo.port());
+  start_relay({echo.port()});
   auto client = connect_and_echo("before");
   client->send(pattern_bytes(64 * 1024));  // in flight as the relay goes
   run_for(milliseconds(1));
@@ -427,6 +480,125 @@ TEST_F(RelayTest, DestroyingTheRelayWithConnectionsOpenIsSafe) {
   EXPECT_TRUE(client->saw_close()) << client->end->message();
   run_for(milliseconds(50));  // pending relay handlers run after their relay is gone
   EXPECT_EQ(log_lines.size(), lines_before) << "logged after destruction: " << all_log_lines();
+}
+
+// ---- several targets: primary first, then fail over -----------------------
+
+TEST_F(RelayTest, WithTwoTargetsUpEveryConnectionGoesToTheFirst) {
+  TargetServer second(io, TargetServer::Kind::echo);
+  start_relay({echo.port(), second.port()});
+  std::vector<std::shared_ptr<TestClient>> clients;
+  for (int i = 0; i < 5; ++i) {
+    clients.push_back(connect_and_echo(fmt::format("hello {}", i)));
+  }
+
+  EXPECT_EQ(echo.connections(), 5u);  // not round-robin
+  EXPECT_EQ(second.connections(), 0u);
+  EXPECT_EQ(relay->counters().failovers, 0u);
+  EXPECT_EQ(relay->counters().connect_failed, 0u);
+  EXPECT_EQ(relay->open_connections(), 5u);
+  EXPECT_TRUE(log_lines.empty()) << all_log_lines();
+}
+
+TEST_F(RelayTest, AFirstTargetThatRefusesFailsOverToTheSecondLosingNoBytes) {
+  const RefusingPort down(io);
+  start_relay({down.port(), echo.port()});
+  // Sent at once, while the relay is still trying the first target: none of
+  // it may be lost on the way to the second.
+  const std::string payload = pattern_bytes(64 * 1024 + 7);
+  auto client = connect_and_echo(payload);
+
+  EXPECT_FALSE(client->ended());
+  EXPECT_EQ(echo.connections(), 1u);
+  const RelayCounters& counters = relay->counters();
+  EXPECT_EQ(counters.failovers, 1u);
+  EXPECT_EQ(counters.connect_failed, 0u);
+  EXPECT_EQ(counters.accepted, 1u);
+  EXPECT_EQ(counters.bytes_up, payload.size());
+  EXPECT_EQ(counters.bytes_down, payload.size());
+  EXPECT_TRUE(logged_line_starting(fmt::format("relay: connection 1: target 127.0.0.1:{} failed (", down.port()),
+                                   fmt::format("); trying 127.0.0.1:{}", echo.port())))
+      << all_log_lines();
+  EXPECT_EQ(log_lines.size(), 1u) << all_log_lines();
+}
+
+TEST_F(RelayTest, WhenEveryTargetRefusesTheClientSeesEndOfStream) {
+  const RefusingPort first(io);
+  const RefusingPort second(io);
+  start_relay({first.port(), second.port()});
+  auto client = connect_client();
+  ASSERT_TRUE(run_until([&] { return client->ended(); })) << "client not closed";
+
+  EXPECT_EQ(*client->end, asio::error::eof) << client->end->message();
+  const RelayCounters& counters = relay->counters();
+  EXPECT_EQ(counters.connect_failed, 1u);
+  EXPECT_EQ(counters.failovers, 0u);
+  EXPECT_EQ(counters.accepted, 1u);
+  EXPECT_EQ(relay->open_connections(), 0u);
+  EXPECT_TRUE(logged_line_starting(fmt::format("relay: connection 1: target 127.0.0.1:{} failed (", first.port()),
+                                   fmt::format("); trying 127.0.0.1:{}", second.port())))
+      << all_log_lines();
+  EXPECT_TRUE(logged_line_starting(fmt::format("relay: connection 1 could not connect to 127.0.0.1:{}: ", second.port()),
+                                   " (all 2 targets failed)"))
+      << all_log_lines();
+}
+
+TEST_F(RelayTest, AFirstTargetThatStopsListeningSendsTheNextConnectionToTheSecond) {
+  TargetServer second(io, TargetServer::Kind::echo);
+  start_relay({echo.port(), second.port()});
+  auto before = connect_and_echo("before");
+  ASSERT_EQ(echo.connections(), 1u);
+
+  echo.stop_listening();
+  auto after = connect_and_echo("after");
+  EXPECT_EQ(echo.connections(), 1u);
+  EXPECT_EQ(second.connections(), 1u);
+  EXPECT_EQ(relay->counters().failovers, 1u);
+  EXPECT_EQ(relay->counters().connect_failed, 0u);
+  EXPECT_TRUE(logged_line_starting(fmt::format("relay: connection 2: target 127.0.0.1:{} failed (", echo.port()),
+                                   fmt::format("); trying 127.0.0.1:{}", second.port())))
+      << all_log_lines();
+
+  // The connection made before is still relayed to the first target.
+  before->send(" still");
+  ASSERT_TRUE(run_until([&] { return before->received.size() >= std::string("before still").size(); }));
+  EXPECT_EQ(before->received, "before still");
+  EXPECT_FALSE(before->ended());
+  EXPECT_FALSE(after->ended());
+  EXPECT_EQ(relay->open_connections(), 2u);
+}
+
+TEST_F(RelayTest, AFirstTargetThatNeverAnswersIsSkippedAfterIdle) {
+  const SilentPort silent(io);
+  start_relay({silent.port(), echo.port()});
+  const Clock::time_point started_at = Clock::now();
+  auto client = connect_and_echo("late");
+  const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - started_at);
+
+  EXPECT_GE(took, milliseconds(300));  // the whole connect timeout went to the first target
+  EXPECT_FALSE(client->ended());
+  EXPECT_EQ(echo.connections(), 1u);
+  EXPECT_EQ(relay->counters().failovers, 1u);
+  EXPECT_EQ(relay->counters().connect_failed, 0u);
+  EXPECT_TRUE(logged(fmt::format("relay: connection 1: target 127.0.0.1:{} failed (no answer within 300ms); trying "
+                                 "127.0.0.1:{}",
+                                 silent.port(), echo.port())))
+      << all_log_lines();
+}
+
+TEST_F(RelayTest, ASingleTargetThatNeverAnswersFailsTheConnectAfterIdle) {
+  const SilentPort silent(io);
+  start_relay({silent.port()});
+  auto client = connect_client();
+  ASSERT_TRUE(run_until([&] { return client->ended(); })) << "client not closed";
+
+  EXPECT_EQ(*client->end, asio::error::eof) << client->end->message();
+  EXPECT_EQ(relay->counters().connect_failed, 1u);
+  EXPECT_EQ(relay->counters().failovers, 0u);
+  EXPECT_EQ(relay->open_connections(), 0u);
+  EXPECT_TRUE(
+      logged(fmt::format("relay: connection 1 could not connect to 127.0.0.1:{}: no answer within 300ms", silent.port())))
+      << all_log_lines();
 }
 
 }  // namespace
