@@ -23,6 +23,7 @@
 #include "cli/dynamo_command.hpp"
 #include "cli/gate_command.hpp"
 #include "cli/real_commands.hpp"
+#include "cli/worker_commands.hpp"
 #include "cli/replay_command.hpp"
 #include "cli/report_commands.hpp"
 #include "cli/shrink_command.hpp"
@@ -365,6 +366,10 @@ int main(int argc, char** argv) {
   CLI::App* subscribe = leaseproof::cli::add_subscribe_command(app, subscribe_args);
   leaseproof::cli::RelayArgs relay_args;
   CLI::App* relay = leaseproof::cli::add_relay_command(app, relay_args);
+  leaseproof::cli::WorkerArgs worker_args;
+  CLI::App* worker = leaseproof::cli::add_worker_command(app, worker_args);
+  leaseproof::cli::ControlArgs control_args;
+  const leaseproof::cli::ControlCommands control = leaseproof::cli::add_control_command(app, control_args);
 
   leaseproof::cli::DynamoReplayArgs replay_args;
   CLI::App* dynamo = app.add_subcommand("dynamo", "The simulated DynamoDB");
@@ -407,6 +412,10 @@ int main(int argc, char** argv) {
     if (hub->parsed()) return leaseproof::cli::hub_command(hub_args);
     if (subscribe->parsed()) return leaseproof::cli::subscribe_command(subscribe_args);
     if (relay->parsed()) return leaseproof::cli::relay_command(relay_args);
+    if (worker->parsed()) return leaseproof::cli::worker_command(worker_args);
+    if (control.create_tables->parsed() || control.start->parsed() || control.stop->parsed()) {
+      return leaseproof::cli::control_command(control, control_args);
+    }
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;

@@ -1,0 +1,219 @@
+// `leaseproof worker` and `leaseproof control` (worker_commands.hpp).
+#include "cli/worker_commands.hpp"
+
+#include <csignal>
+#include <cstdio>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <fmt/format.h>
+
+#include "cli/cli_common.hpp"
+#include "core/dynamo/codec.hpp"
+#include "core/lease/requests.hpp"
+#include "core/resume/recording.hpp"
+#include "runtime/dynamo_http_client.hpp"
+#include "runtime/worker.hpp"
+
+namespace leaseproof::cli {
+namespace {
+
+namespace asio = boost::asio;
+
+void print_line(std::string_view line) {
+  fmt::print("{}\n", line);
+  std::fflush(stdout);
+}
+
+void add_endpoint_flags(CLI::App* command, EndpointArgs& args) {
+  command->add_option("--endpoint", args.endpoint, "DynamoDB-compatible endpoint, e.g. http://127.0.0.1:8000")
+      ->required()
+      ->type_name("URL");
+  command->add_option("--table", args.table, "Lease table")->capture_default_str();
+  command->add_option("--sink-table", args.sink_table, "Table the streams record into")->capture_default_str();
+}
+
+runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args) {
+  if (!args.endpoint.starts_with("http://")) {
+    throw UsageError{fmt::format("--endpoint: '{}' is not an http:// URL (https is not supported)", args.endpoint)};
+  }
+  runtime::DynamoHttpClientOptions options;
+  options.endpoint_url = args.endpoint;
+  return options;
+}
+
+// "c0..c99" -> c0, c1, ..., c99; "c7" -> c7.
+std::vector<std::string> parse_connections(const std::string& text) {
+  const auto dots = text.find("..");
+  if (dots == std::string::npos) {
+    if (text.empty()) throw UsageError{"--connections: must not be empty"};
+    return {text};
+  }
+  auto split = [&](std::string_view part) -> std::pair<std::string, uint64_t> {
+    size_t digits = part.size();
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(part[digits - 1]))) --digits;
+    if (digits == part.size() || part.size() - digits > 6) {
+      throw UsageError{fmt::format("--connections: '{}' is not PREFIXa..PREFIXb, e.g. c0..c99", text)};
+    }
+    return {std::string{part.substr(0, digits)}, std::stoull(std::string{part.substr(digits)})};
+  };
+  const auto [prefix_a, a] = split(std::string_view{text}.substr(0, dots));
+  const auto [prefix_b, b] = split(std::string_view{text}.substr(dots + 2));
+  if (prefix_a != prefix_b || a > b || b - a >= 100'000) {
+    throw UsageError{fmt::format("--connections: '{}': same prefix, first <= last, at most 100000", text)};
+  }
+  std::vector<std::string> out;
+  for (uint64_t i = a; i <= b; ++i) out.push_back(fmt::format("{}{}", prefix_a, i));
+  return out;
+}
+
+lease::LeaseConfig lease_config(const EndpointArgs& args) {
+  lease::LeaseConfig config;
+  config.table.name = args.table;
+  return config;
+}
+
+// One request, answered or failed with a message; "" when it succeeded.
+std::string call(runtime::BlockingDynamoHttpClient& client, const dynamo::Request& request, bool exists_ok) {
+  const dynamo::Operation operation = dynamo::operation_of(request);
+  const runtime::DynamoHttpResult result = client.call(std::string{dynamo::operation_name(operation)}, dynamo::encode(request));
+  if (!result.ok()) return fmt::format("{}: {}", runtime::to_string(result.error().kind), result.error().detail);
+  if (result.response().is_success()) return {};
+  const std::string type = result.response().error_type();
+  if (exists_ok && type == "ResourceInUseException") return {};
+  return fmt::format("{} ({})", type, result.response().body.dump());
+}
+
+}  // namespace
+
+CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
+  CLI::App* worker = app.add_subcommand(
+      "worker", "Run a worker: hold leases in a DynamoDB endpoint, stream from the hub, record each message once");
+  add_endpoint_flags(worker, args.endpoint);
+  worker->add_option("--worker-id", args.worker_id, "This worker's id (unique in the fleet)")->required();
+  worker->add_option("--hub", args.hub, "Stream from this hub (ws://HOST:PORT/) instead of each lease item's ws_url");
+  worker->add_option("--lease", args.lease, "Lease duration")->capture_default_str();
+  worker->add_option("--heartbeat", args.heartbeat, "Renew interval")->capture_default_str();
+  worker->add_option("--margin", args.margin, "Safety margin (wall mode tolerates 2 x margin of skew)")
+      ->capture_default_str();
+  worker->add_option("--request-timeout", args.request_timeout, "DynamoDB request timeout")->capture_default_str();
+  worker->add_option("--reconcile", args.reconcile, "Reconcile interval")->capture_default_str();
+  worker->add_option("--expiry", args.expiry, "Expiry judged by: wall or counter")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"wall", "counter"}));
+  worker->add_option("--algorithm", args.algorithm, "core (this project's) or seed (the articles', to show it break)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"core", "seed"}));
+  worker->add_option("--capacity", args.capacity, "Connections this worker may own")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100'000u));
+  worker->add_option("--record-mode", args.record_mode, "put (works on dynalite) or transact")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"put", "transact"}));
+  worker->add_option("--seed", args.seed, "Seed of the jitter (default: from the OS)");
+  worker->add_option("--drain-timeout", args.drain_timeout, "SIGTERM: drain at most this long")->capture_default_str();
+  return worker;
+}
+
+int worker_command(const WorkerArgs& args) {
+  runtime::WorkerOptions options;
+  options.worker_id = args.worker_id;
+  options.dynamo = client_options(args.endpoint);
+  options.hub_override = args.hub;
+  options.seed = args.seed;
+  lease::LeaseConfig& lease = options.lease;
+  lease = lease_config(args.endpoint);
+  lease.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
+  lease.expiry_mode = args.expiry == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
+  lease.lease_duration = parse_positive_duration(args.lease, "--lease");
+  lease.heartbeat_interval = parse_positive_duration(args.heartbeat, "--heartbeat");
+  lease.safety_margin = parse_positive_duration(args.margin, "--margin");
+  lease.request_timeout = parse_positive_duration(args.request_timeout, "--request-timeout");
+  lease.reconcile_interval = parse_positive_duration(args.reconcile, "--reconcile");
+  // The jitter (5 s by default) may not exceed the interval itself.
+  lease.reconcile_jitter_max = std::min(lease.reconcile_jitter_max, lease.reconcile_interval);
+  lease.capacity = args.capacity;
+  options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact : resume::RecordMode::put;
+  options.session.sink.name = args.endpoint.sink_table;
+  options.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
+  if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
+
+  asio::io_context io;
+  std::unique_ptr<runtime::Worker> worker;
+  try {
+    worker = std::make_unique<runtime::Worker>(io, options, print_line);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{e.what()};
+  }
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    worker->drain([&] { io.stop(); });
+  });
+  worker->start();
+  io.run();
+  const auto& c = worker->counters();
+  print_line(fmt::format(R"({{"event":"worker.stop","worker":"{}","sessions_opened":{},"records":{},"fenced":{},"dynamo_calls":{},"dynamo_transport_errors":{}}})",
+                         args.worker_id, c.sessions_opened, c.records, c.fenced, c.dynamo_calls,
+                         c.dynamo_transport_errors));
+  return 0;
+}
+
+ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
+  CLI::App* control = app.add_subcommand("control", "Tables and connections in a DynamoDB endpoint, for real workers");
+  control->require_subcommand(1);
+  ControlCommands commands;
+  commands.create_tables = control->add_subcommand("create-tables", "Create the lease table (with its GSIs) and the sink table; existing ones are kept");
+  commands.start = control->add_subcommand("start", "Start connections (desired_state STARTED): workers acquire them");
+  commands.stop = control->add_subcommand("stop", "Stop connections: their owners release them");
+  for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop}) add_endpoint_flags(sub, args.endpoint);
+  for (CLI::App* sub : {commands.start, commands.stop}) {
+    sub->add_option("--connections", args.connections, "One id, or a range such as c0..c99")->required();
+  }
+  commands.start->add_option("--url", args.url, "The upstream each connection streams from")
+      ->required()
+      ->type_name("ws://HOST:PORT/");
+  return commands;
+}
+
+int control_command(const ControlCommands& commands, const ControlArgs& args) {
+  runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
+  const lease::LeaseConfig config = lease_config(args.endpoint);
+  if (commands.create_tables->parsed()) {
+    resume::SinkTable sink;
+    sink.name = args.endpoint.sink_table;
+    for (const dynamo::Request& request : {lease::create_table_request(config), resume::create_sink_table_request(sink)}) {
+      const std::string error = call(client, request, /*exists_ok=*/true);
+      if (!error.empty()) {
+        fmt::print(stderr, "leaseproof control: CreateTable failed: {}\n", error);
+        return kExitFailed;
+      }
+    }
+    for (const std::string& table : {config.table.name, sink.name}) {
+      if (!runtime::wait_until_table_active(client, table, Duration::from_s(20))) {
+        fmt::print(stderr, "leaseproof control: table {} did not become ACTIVE within 20 s\n", table);
+        return kExitFailed;
+      }
+    }
+    print_line(fmt::format("control: tables {} and {} are active", config.table.name, sink.name));
+    return 0;
+  }
+  const std::vector<std::string> connections = parse_connections(args.connections);
+  const bool start = commands.start->parsed();
+  size_t done = 0;
+  for (const std::string& connection : connections) {
+    const dynamo::Request request = start ? lease::create_connection_request(config, connection, args.url)
+                                          : lease::stop_connection_request(config, connection);
+    const std::string error = call(client, request, false);
+    if (!error.empty()) {
+      fmt::print(stderr, "leaseproof control: {} {}: {} ({} of {} done)\n", start ? "start" : "stop", connection, error,
+                 done, connections.size());
+      return kExitFailed;
+    }
+    ++done;
+  }
+  print_line(fmt::format("control: {} {} connection(s)", start ? "started" : "stopped", done));
+  return 0;
+}
+
+}  // namespace leaseproof::cli

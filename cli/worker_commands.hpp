@@ -1,0 +1,53 @@
+#pragma once
+// `leaseproof worker` (the lease and resume cores in a real process) and
+// `leaseproof control` (tables and connections in the same endpoint).
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace leaseproof::cli {
+
+// What both commands say about the endpoint and the tables.
+struct EndpointArgs {
+  std::string endpoint;
+  std::string table = "connections";
+  std::string sink_table = "records";
+};
+
+struct WorkerArgs {
+  EndpointArgs endpoint;
+  std::string worker_id;
+  std::string hub;
+  std::string lease = "20s";
+  std::string heartbeat = "5s";
+  std::string margin = "2s";
+  std::string request_timeout = "2s";
+  std::string reconcile = "60s";
+  std::string expiry = "wall";
+  std::string algorithm = "core";
+  uint32_t capacity = 700;
+  std::string record_mode = "put";
+  uint64_t seed = 0;
+  std::string drain_timeout = "10s";
+};
+
+struct ControlArgs {
+  EndpointArgs endpoint;
+  std::string connections;  // "c0..c99" or "c7"
+  std::string url;          // ws_url of started connections
+};
+
+struct ControlCommands {
+  CLI::App* create_tables = nullptr;
+  CLI::App* start = nullptr;
+  CLI::App* stop = nullptr;
+};
+
+CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args);
+ControlCommands add_control_command(CLI::App& app, ControlArgs& args);
+int worker_command(const WorkerArgs& args);
+int control_command(const ControlCommands& commands, const ControlArgs& args);
+
+}  // namespace leaseproof::cli

@@ -1,0 +1,77 @@
+#pragma once
+// A worker in a real process: core/lease's LeaseManager holding leases in a
+// DynamoDB-compatible endpoint, and for each connection it owns, core/resume's
+// StreamSession streaming from the hub over a WebSocket and recording into the
+// sink table, fenced by the lease epoch. Single-threaded on one io_context,
+// wired as the simulator's worker model is (models/worker.cpp,
+// models/stream_worker.cpp): the same cores, the same inputs, real clocks.
+//
+// As in the model, every input first lets the lease manager act on a deadline
+// that passed (a process resumed from SIGSTOP finds its queued input and its
+// overdue timers: it must stop acting on expired leases before it touches
+// their streams).
+//
+// Release notices (NotifyReleased) go nowhere yet: there is no SQS client, so
+// other workers find released connections by reconcile (docs/runtime.md).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/io_context.hpp>
+
+#include "core/lease/config.hpp"
+#include "core/resume/session.hpp"
+#include "runtime/dynamo_http_client.hpp"
+
+namespace leaseproof::runtime {
+
+struct WorkerOptions {
+  std::string worker_id;
+  DynamoHttpClientOptions dynamo;  // endpoint; request_timeout is set from the lease config
+  std::size_t dynamo_connections = 4;  // keep-alive connections, requests spread over them
+  lease::LeaseConfig lease;
+  resume::SessionConfig session;  // put mode by default here: dynalite has no TransactWriteItems
+  // Not empty: every session's stream goes to this hub (ws://HOST:PORT/)
+  // instead of the lease item's ws_url.
+  std::string hub_override;
+  uint64_t seed = 0;  // jitter of renews, reconnects and retries; 0 draws one from the OS
+  Duration drain_timeout = Duration::from_s(10);  // SIGTERM: at most this long, then exit anyway
+};
+
+struct WorkerCounters {
+  uint64_t dynamo_calls = 0;
+  uint64_t dynamo_transport_errors = 0;  // no answer: passed to the core as ambiguous
+  uint64_t sessions_opened = 0;
+  uint64_t sessions_closed = 0;
+  uint64_t records = 0;        // messages the sink confirmed
+  uint64_t fenced = 0;         // sessions whose sink refused a write for good
+  uint64_t resets = 0;
+  std::map<std::string, uint64_t> marks;
+  std::map<std::string, uint64_t> closes_by_reason;
+};
+
+class Worker {
+ public:
+  // Throws std::invalid_argument naming the option when `options` are wrong.
+  Worker(boost::asio::io_context& io, WorkerOptions options, std::function<void(std::string_view)> log);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  void start();
+  // Drains: closes sessions, releases leases; `done` when the core says the
+  // drain is complete, or after drain_timeout.
+  void drain(std::function<void()> done);
+  const WorkerCounters& counters() const;
+  std::size_t owned() const;  // sessions open now
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace leaseproof::runtime

@@ -1,0 +1,341 @@
+#!/usr/bin/python3
+"""The fleet lab on real processes (docs/runtime.md, "Real workers").
+
+Starts dynalite (scripts/dynalite.sh), a hub and N `leaseproof worker`
+processes on loopback, creates the tables, starts C connections and publishes
+into each at a rate, then does real things to real processes:
+  crash  kill -9 the worker owning the most connections; recovery per
+         connection = from the kill to the next owner's lease.open (worker
+         logs), against the crash bound computed from the configuration;
+  pause  kill -STOP another worker for longer than its lease, then -CONT: it
+         must stop acting at its deadline (its sessions close with reason
+         "deadline" before it records anything more), and another worker
+         takes its connections over.
+Then it reads what the real systems recorded and decides:
+  exactly once    every published sequence number of every connection is in
+                  the sink table once (put mode: items keyed by seq);
+  epoch order     along each connection's sink, the lease epoch of the writer
+                  never goes down (an old owner writing after a newer one took
+                  over would show a lower epoch at a higher seq).
+Stops every process it started (also on failure or Ctrl-C). Exit status 0
+when every check passed, 1 otherwise, 2 on bad arguments.
+
+  scripts/real_lab.py --binary build/release/cli/leaseproof [--workers 3 --connections 12]
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Fleet:
+    def __init__(self, binary, workdir, verbose):
+        self.binary, self.workdir, self.verbose = binary, workdir, verbose
+        self.processes = []
+
+    def start(self, name, args):
+        log_path = os.path.join(self.workdir, f"{name}.log")
+        process = subprocess.Popen([self.binary] + args, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process.log_path = log_path
+        process.name = name
+        self.processes.append(process)
+        if self.verbose:
+            print(f"  [lab] {name} (pid {process.pid}): {' '.join(args)}", flush=True)
+        return process
+
+    def stop(self, process, timeout=5):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGCONT)
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+    def stop_all(self):
+        for process in reversed(self.processes):
+            self.stop(process, timeout=3)
+
+
+def dynamo(endpoint, operation, body):
+    request = urllib.request.Request(endpoint, data=json.dumps(body).encode(), method="POST", headers={
+        "Content-Type": "application/x-amz-json-1.0",
+        "X-Amz-Target": f"DynamoDB_20120810.{operation}",
+        "X-Amz-Date": "20260101T000000Z",
+        # dynalite checks the header's shape, not the signature.
+        "Authorization": "AWS4-HMAC-SHA256 Credential=lab/20260101/us-east-1/dynamodb/aws4_request, "
+                         "SignedHeaders=host, Signature=0",
+    })
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def sink_records(endpoint, table, connection, epoch):
+    """[(seq, lease_epoch, recorded_by)] of one connection's sink, in seq order."""
+    out, start = [], None
+    while True:
+        body = {"TableName": table, "KeyConditionExpression": "pk = :k", "ConsistentRead": True,
+                "ExpressionAttributeValues": {":k": {"S": f"{connection}#{epoch}"}}}
+        if start:
+            body["ExclusiveStartKey"] = start
+        answer = dynamo(endpoint, "Query", body)
+        for item in answer.get("Items", []):
+            out.append((int(item["seq"]["N"]), int(item["lease_epoch"]["N"]), item["recorded_by"]["S"]))
+        start = answer.get("LastEvaluatedKey")
+        if not start:
+            return sorted(out)
+
+
+def events(process):
+    out = []
+    with open(process.log_path) as f:
+        for line in f:
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    return out
+
+
+def owners(workers):
+    """connection -> (worker name, epoch) of its latest lease.open, by time."""
+    latest = {}
+    for w in workers:
+        for e in events(w):
+            if e.get("event") == "lease.open":
+                if e["connection"] not in latest or e["t_ms"] >= latest[e["connection"]][2]:
+                    latest[e["connection"]] = (w.name, e["epoch"], e["t_ms"])
+            elif e.get("event") == "lease.close":
+                if e["connection"] in latest and latest[e["connection"]][0] == w.name and e["t_ms"] >= latest[e["connection"]][2]:
+                    del latest[e["connection"]]
+    return latest
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--workers", type=int, default=3, help="workers (2..10)")
+    parser.add_argument("--connections", type=int, default=12, help="connections (1..500)")
+    parser.add_argument("--rate", type=float, default=2.0, help="messages per second per connection (0.1..10)")
+    parser.add_argument("--lease", default="6s")
+    parser.add_argument("--heartbeat", default="2s")
+    parser.add_argument("--margin", default="1s")
+    parser.add_argument("--reconcile", default="3s")
+    parser.add_argument("--expiry", choices=["wall", "counter"], default="wall")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    if not 2 <= args.workers <= 10:
+        parser.error("--workers: expected 2..10")
+    if not 1 <= args.connections <= 500:
+        parser.error("--connections: expected 1..500")
+    if not 0.1 <= args.rate <= 10:
+        parser.error("--rate: expected 0.1..10")
+    if not os.access(args.binary, os.X_OK):
+        parser.error(f"--binary: {args.binary} is not executable")
+    seconds = {a: float(getattr(args, a).rstrip("s")) for a in ("lease", "margin", "reconcile")}
+
+    workdir = tempfile.mkdtemp(prefix="leaseproof-real-lab-")
+    fleet = Fleet(args.binary, workdir, args.verbose)
+    dynalite_env = dict(os.environ, DYNALITE_STATE_DIR=os.path.join(workdir, "dynalite"))
+    dynalite = os.path.join(HERE, "dynalite.sh")
+    publishing = threading.Event()
+    published = {}
+    failed = 0
+    try:
+        endpoint = subprocess.run([dynalite, "start"], env=dynalite_env, capture_output=True, text=True,
+                                  check=True, timeout=60).stdout.strip()
+        port_file = os.path.join(workdir, "hub.port")
+        fleet.start("hub", ["hub", "--epoch", "1", "--port-file", port_file])
+        deadline = time.monotonic() + 10
+        while not os.path.exists(port_file) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        hub_port = int(open(port_file).read())
+        hub_url = f"ws://127.0.0.1:{hub_port}/"
+        subprocess.run([args.binary, "control", "create-tables", "--endpoint", endpoint], check=True,
+                       capture_output=True, timeout=60)
+        connections = [f"c{i}" for i in range(args.connections)]
+        subprocess.run([args.binary, "control", "start", "--endpoint", endpoint, "--connections",
+                        f"c0..c{args.connections - 1}", "--url", hub_url], check=True, capture_output=True, timeout=60)
+        worker_flags = ["--endpoint", endpoint, "--lease", args.lease, "--heartbeat", args.heartbeat, "--margin",
+                        args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry]
+        workers = [fleet.start(f"w{i}", ["worker", "--worker-id", f"w{i}"] + worker_flags)
+                   for i in range(args.workers)]
+
+        def publish_loop():
+            tick = 1.0 / args.rate
+            while publishing.is_set():
+                started = time.monotonic()
+                for c in connections:
+                    answer = json.loads(urllib.request.urlopen(urllib.request.Request(
+                        f"http://127.0.0.1:{hub_port}/publish?channel={c}&count=1&size=64", data=b"", method="POST"),
+                        timeout=10).read())
+                    published[c] = answer["last_seq"]
+                time.sleep(max(0.0, tick - (time.monotonic() - started)))
+
+        publishing.set()
+        publisher = threading.Thread(target=publish_loop, daemon=True)
+        publisher.start()
+        # Everything owned?
+        deadline = time.monotonic() + 30
+        while len(owners(workers)) < args.connections and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if len(owners(workers)) < args.connections:
+            raise RuntimeError(f"only {len(owners(workers))} of {args.connections} connections owned after 30 s")
+        time.sleep(3)
+
+        # crash: kill -9 the worker owning the most.
+        held = owners(workers)
+        counts = {w.name: sum(1 for o in held.values() if o[0] == w.name) for w in workers}
+        victim = max(workers, key=lambda w: counts[w.name])
+        victim_connections = [c for c, o in held.items() if o[0] == victim.name]
+        killed_ms = int(time.time() * 1000)
+        os.killpg(victim.pid, signal.SIGKILL)
+        victim.wait(5)
+        survivors = [w for w in workers if w is not victim]
+        bound_s = seconds["lease"] + seconds["margin"] + seconds["reconcile"] + min(5.0, seconds["reconcile"]) + 2 * 2.0 + 0.2
+        deadline = time.monotonic() + bound_s + 10
+        while time.monotonic() < deadline:
+            now_held = owners(survivors)
+            if all(c in now_held and now_held[c][2] > killed_ms for c in victim_connections):
+                break
+            time.sleep(0.2)
+        now_held = owners(survivors)
+        recoveries = [(now_held[c][2] - killed_ms) / 1000 for c in victim_connections
+                      if c in now_held and now_held[c][2] > killed_ms]
+        problems = []
+        if len(recoveries) != len(victim_connections):
+            problems.append(f"{len(victim_connections) - len(recoveries)} of {len(victim_connections)} connections "
+                            f"not taken over within {bound_s + 10:.1f} s")
+        if recoveries and max(recoveries) > bound_s:
+            problems.append(f"slowest takeover {max(recoveries):.2f} s, beyond the bound {bound_s:.1f} s")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} crash: kill -9 {victim.name} holding {len(victim_connections)} connections; takeover "
+              f"p50 {percentile(recoveries, 0.5):.2f} s, max {max(recoveries, default=float('nan')):.2f} s; bound "
+              f"{bound_s:.1f} s = lease {seconds['lease']:g} + margin {seconds['margin']:g} + reconcile "
+              f"{seconds['reconcile']:g} + jitter {min(5.0, seconds['reconcile']):g} + 2 timed-out requests 4 + network 0.2",
+              flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
+        time.sleep(2)
+
+        # pause: SIGSTOP a survivor holding connections for 1.5 leases.
+        held = owners(survivors)
+        paused = max(survivors, key=lambda w: sum(1 for o in held.values() if o[0] == w.name))
+        paused_connections = [c for c, o in held.items() if o[0] == paused.name]
+        os.killpg(paused.pid, signal.SIGSTOP)
+        stop_s = 1.5 * seconds["lease"] + seconds["margin"]
+        time.sleep(stop_s)
+        cont_ms = int(time.time() * 1000)
+        os.killpg(paused.pid, signal.SIGCONT)
+        time.sleep(3)
+        after = [e for e in events(paused) if e["t_ms"] >= cont_ms]
+        first_close = {}
+        acted = []
+        for e in after:
+            c = e.get("connection")
+            if c not in paused_connections:
+                continue
+            if e["event"] == "lease.close" and c not in first_close:
+                first_close[c] = e
+            elif e["event"] == "resume.recorded" and c not in first_close:
+                acted.append(e)
+        problems = []
+        if acted:
+            problems.append(f"after SIGCONT it recorded for {len(acted)} connection(s) before closing them: "
+                            f"{sorted({e['connection'] for e in acted})[:5]}")
+        reasons = sorted({e["reason"] for e in first_close.values()})
+        if len(first_close) != len(paused_connections):
+            problems.append(f"{len(paused_connections) - len(first_close)} of its connections not closed after SIGCONT")
+        now_held = owners(survivors)
+        taken = [c for c in paused_connections if c in now_held and now_held[c][0] != paused.name]
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} pause: kill -STOP {paused.name} holding {len(paused_connections)} connections for "
+              f"{stop_s:g} s (lease {seconds['lease']:g} s); after SIGCONT it closed them ({', '.join(reasons) or '-'}) "
+              f"before acting: {len(acted) == 0}; taken over by others: {len(taken)} of {len(paused_connections)}",
+              flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
+
+        # Stop publishing, let every sink catch up, then judge the records.
+        time.sleep(2)
+        publishing.clear()
+        publisher.join(15)
+        deadline = time.monotonic() + 30
+        missing_total = None
+        while time.monotonic() < deadline:
+            records = {c: sink_records(endpoint, "records", c, 1) for c in connections}
+            missing_total = sum(published.get(c, 0) - len({r[0] for r in records[c]}) for c in connections)
+            if missing_total <= 0:
+                break
+            time.sleep(1)
+        problems = []
+        order_breaks = []
+        total = 0
+        for c in connections:
+            seqs = [r[0] for r in records[c]]
+            total += len(seqs)
+            expected = list(range(1, published.get(c, 0) + 1))
+            if seqs != expected:
+                missing = sorted(set(expected) - set(seqs))
+                extra = len(seqs) - len(set(seqs))
+                problems.append(f"exactly once: {c}: {len(missing)} missing (first {missing[:5]}), {extra} repeated, "
+                                f"{len([s for s in seqs if s > len(expected)])} beyond the {len(expected)} published")
+            epochs = [r[1] for r in records[c]]
+            for i in range(1, len(epochs)):
+                if epochs[i] < epochs[i - 1]:
+                    order_breaks.append(f"{c}: seq {records[c][i][0]} by {records[c][i][2]} epoch {epochs[i]} after "
+                                        f"epoch {epochs[i - 1]}")
+                    break
+        if order_breaks:
+            problems.append(f"epoch order broken on {len(order_breaks)} connection(s): {order_breaks[:3]}")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} records: {sum(published.values())} published over {len(connections)} connections, {total} "
+              f"in the sink; exactly once: {not any(p.startswith('exactly once') for p in problems)}; epoch order: "
+              f"{not order_breaks}", flush=True)
+        for p in problems[:10]:
+            print(f"    {p}", flush=True)
+    except KeyboardInterrupt:
+        print("real_lab: interrupted; stopping everything", file=sys.stderr)
+        failed += 1
+    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        print(f"FAIL real_lab: {e}", flush=True)
+        failed += 1
+    finally:
+        publishing.clear()
+        fleet.stop_all()
+        subprocess.run([dynalite, "stop"], env=dynalite_env, capture_output=True, timeout=30)
+        if args.keep or failed:
+            print(f"real_lab: logs in {workdir}")
+        else:
+            subprocess.run(["rm", "-rf", workdir])
+    print(f"real_lab: {'all checks passed' if not failed else f'{failed} failed'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    sys.exit(main())
