@@ -166,7 +166,13 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   commands.create_tables = control->add_subcommand("create-tables", "Create the lease table (with its GSIs) and the sink table; existing ones are kept");
   commands.start = control->add_subcommand("start", "Start connections (desired_state STARTED): workers acquire them");
   commands.stop = control->add_subcommand("stop", "Stop connections: their owners release them");
-  for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop}) add_endpoint_flags(sub, args.endpoint);
+  for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop}) {
+    add_endpoint_flags(sub, args.endpoint);
+    sub->add_option("--algorithm", args.algorithm,
+                    "The workers' algorithm: core, or seed (the articles' GSI and item shape)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"core", "seed"}));
+  }
   for (CLI::App* sub : {commands.start, commands.stop}) {
     sub->add_option("--connections", args.connections, "One id, or a range such as c0..c99")->required();
   }
@@ -178,7 +184,8 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
 
 int control_command(const ControlCommands& commands, const ControlArgs& args) {
   runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
-  const lease::LeaseConfig config = lease_config(args.endpoint);
+  lease::LeaseConfig config = lease_config(args.endpoint);
+  config.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
   if (commands.create_tables->parsed()) {
     resume::SinkTable sink;
     sink.name = args.endpoint.sink_table;

@@ -37,6 +37,7 @@ struct ControlArgs {
   EndpointArgs endpoint;
   std::string connections;  // "c0..c99" or "c7"
   std::string url;          // ws_url of started connections
+  std::string algorithm = "core";  // the table's index and the items' shape follow it
 };
 
 struct ControlCommands {

@@ -90,9 +90,13 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     uint64_t generation = 0;
   };
 
-  // One JSON line: {"t_ms": wall, "worker": id, "event": name, ...fields}.
+  // One JSON line: {"t_ms": wall, "mono_ms": monotonic, "worker": id,
+  // "event": name, ...fields}. The monotonic clock is the machine's, shared by
+  // every process on it (and left alone by faketime with
+  // FAKETIME_DONT_FAKE_MONOTONIC=1): labs order events of several workers by it.
   void event(std::string_view name, nlohmann::json fields) {
     fields["t_ms"] = wall_now_ns() / 1'000'000;
+    fields["mono_ms"] = monotonic_now().ns() / 1'000'000;
     fields["worker"] = options_.worker_id;
     fields["event"] = name;
     log_(fields.dump());

@@ -126,6 +126,66 @@ def owners(workers):
     return latest
 
 
+def acting_overlaps(workers, end_mono):
+    """Pairs of workers acting for one connection at once, by the machine's
+    monotonic clock: each worker's [lease.open, lease.close] intervals."""
+    intervals = {}  # connection -> [(start, end, worker, epoch)]
+    for w in workers:
+        open_at = {}
+        for e in events(w):
+            if e.get("event") == "lease.open":
+                open_at[e["connection"]] = (e["mono_ms"], e["epoch"])
+            elif e.get("event") == "lease.close" and e["connection"] in open_at:
+                start, epoch = open_at.pop(e["connection"])
+                intervals.setdefault(e["connection"], []).append((start, e["mono_ms"], w.name, epoch))
+        for c, (start, epoch) in open_at.items():
+            intervals.setdefault(c, []).append((start, end_mono, w.name, epoch))
+    overlaps = []
+    for c, spans in intervals.items():
+        spans.sort()
+        for i, a in enumerate(spans):
+            for b in spans[i + 1:]:
+                if b[0] < a[1] and a[2] != b[2]:
+                    overlaps.append((c, a, b, min(a[1], b[1]) - b[0]))
+    return overlaps
+
+
+def skew_run(fleet, args, endpoint, hub_port, expiry, algorithm, seconds):
+    """Two workers, then a third whose wall clock is 16 s fast (faketime):
+    the acting intervals that overlap."""
+    tag = f"{algorithm}-{expiry}"
+    table, sink = f"leases-{tag}", f"records-{tag}"
+    subprocess.run([args.binary, "control", "create-tables", "--endpoint", endpoint, "--table", table, "--sink-table",
+                    sink, "--algorithm", algorithm], check=True, capture_output=True, timeout=60)
+    n = 6
+    subprocess.run([args.binary, "control", "start", "--endpoint", endpoint, "--table", table, "--sink-table", sink,
+                    "--algorithm", algorithm, "--connections", f"{tag}-0..{tag}-{n - 1}", "--url", f"ws://127.0.0.1:{hub_port}/"],
+                   check=True, capture_output=True, timeout=60)
+    flags = ["--endpoint", endpoint, "--table", table, "--sink-table", sink, "--lease", args.lease, "--heartbeat",
+             args.heartbeat, "--margin", args.margin, "--reconcile", args.reconcile, "--expiry", expiry,
+             "--algorithm", algorithm]
+    workers = [fleet.start(f"{tag}-w{i}", ["worker", "--worker-id", f"{tag}-w{i}"] + flags) for i in range(2)]
+    deadline = time.monotonic() + 20
+    while len(owners(workers)) < n and time.monotonic() < deadline:
+        time.sleep(0.2)
+    owned_before = len(owners(workers))
+    env = dict(os.environ, FAKETIME="+16s", FAKETIME_DONT_FAKE_MONOTONIC="1",
+               LD_PRELOAD="/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+    log_path = os.path.join(fleet.workdir, f"{tag}-fast.log")
+    fast = subprocess.Popen([args.binary, "worker", "--worker-id", f"{tag}-fast"] + flags, env=env,
+                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    fast.log_path, fast.name = log_path, f"{tag}-fast"
+    fleet.processes.append(fast)
+    time.sleep(seconds)
+    end_mono = time.monotonic() * 1000  # Python's monotonic is CLOCK_MONOTONIC too
+    for w in workers + [fast]:
+        fleet.stop(w)
+    overlaps = acting_overlaps(workers + [fast], end_mono)
+    stolen = sum(1 for e in events(fast) if e.get("event") == "lease.open")
+    return overlaps, stolen, owned_before
+
+
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
@@ -142,6 +202,8 @@ def main():
     parser.add_argument("--margin", default="1s")
     parser.add_argument("--reconcile", default="3s")
     parser.add_argument("--expiry", choices=["wall", "counter"], default="wall")
+    parser.add_argument("--skew", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the 16-s-fast-clock check (faketime): wall mode, counter mode, seed algorithm")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
@@ -278,6 +340,40 @@ def main():
               flush=True)
         for p in problems:
             print(f"    {p}", flush=True)
+
+        # skew: a worker 16 s fast. Wall mode (tolerating 2 x margin) must break
+        # and the lab must say so; counter mode must hold; the articles'
+        # algorithm must be caught.
+        if args.skew:
+            if not os.path.exists("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"):
+                raise RuntimeError("faketime is not installed (scripts/setup.sh tests installs it)")
+            results = {}
+            for expiry, algorithm in (("wall", "core"), ("counter", "core"), ("wall", "seed")):
+                results[(expiry, algorithm)] = skew_run(fleet, args, endpoint, hub_port, expiry, algorithm, 12)
+            problems = []
+            lines = []
+            for (expiry, algorithm), (overlaps, stolen, owned_before) in results.items():
+                expected = algorithm == "seed" or expiry == "wall"
+                longest = max((o[3] for o in overlaps), default=0) / 1000
+                lines.append(f"{algorithm}/{expiry}: {len(overlaps)} overlaps (longest {longest:.2f} s), the fast "
+                             f"worker opened {stolen} leases")
+                if owned_before < 6:
+                    problems.append(f"{algorithm}/{expiry}: only {owned_before} of 6 connections owned before the "
+                                    "fast worker started")
+                if expected and not overlaps:
+                    problems.append(f"{algorithm}/{expiry}: no two workers acted at once; a 16 s fast clock must "
+                                    "break it (the check proves nothing)")
+                if not expected and overlaps:
+                    problems.append(f"{algorithm}/{expiry}: single ownership broken: {len(overlaps)} overlaps")
+                for c, a, b, ms in overlaps[:2]:
+                    lines.append(f"  {c}: {a[2]} epoch {a[3]} and {b[2]} epoch {b[3]} both acting for {ms / 1000:.2f} s")
+            verdict = "FAIL" if problems else "PASS"
+            failed += bool(problems)
+            print(f"{verdict} skew: a worker whose wall clock is 16 s fast (faketime), margin {seconds['margin']:g} s "
+                  f"(wall mode tolerates {2 * seconds['margin']:g} s): wall mode broken and reported, counter mode "
+                  f"clean, the articles' algorithm caught", flush=True)
+            for line in lines + [f"    {p}" for p in problems]:
+                print(f"    {line}", flush=True)
 
         # Stop publishing, let every sink catch up, then judge the records.
         time.sleep(2)

@@ -8,7 +8,9 @@
 #                            (scripts/count-instructions.sh --check);
 #                            python3-websockets, an outside WebSocket client
 #                            (tests/real/hub_interop.py); redis-server, the
-#                            store two hubs share in the lab (scripts/lab.py)
+#                            store two hubs share in the lab (scripts/lab.py);
+#                            faketime, a worker with a fast wall clock
+#                            (scripts/real_lab.py)
 set -euo pipefail
 
 packages=(
@@ -18,7 +20,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server)
+  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

@@ -204,6 +204,18 @@ if [[ -x scripts/dynalite.sh ]]; then
   [[ $real_rc == *max_success* ]] || real_rc="$real_rc max_success=500"
   RC_PARAMS=$real_rc ctest_tier release 'real'
   scripts/dynalite.sh stop >/dev/null
+
+  # Real workers against a dynalite of their own (scripts/real_lab.py, about
+  # 30 s): kill -9, SIGSTOP past the lease, then every published number in
+  # the sink once, in epoch order. Counts as one check.
+  phase "real-worker lab"
+  echo "== real workers: crash, pause, exactly once (scripts/real_lab.py)"
+  if /usr/bin/python3 scripts/real_lab.py --binary build/release/cli/leaseproof; then
+    passed=$((passed + 1))
+  else
+    echo "test.sh: a check of the real-worker lab failed" >&2
+    failed=$((failed + 1))
+  fi
 fi
 
 phase ""
