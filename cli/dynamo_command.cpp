@@ -1,14 +1,26 @@
 // `leaseproof dynamo replay FILE [--endpoint URL | --compare URL]`: applies a
 // replay file (docs/dynamo-fidelity.md) to a fresh simulated table with faults
 // off, or sends it to a real endpoint, or both, comparing the answers.
+//
+// Whatever an endpoint sends, the command does not crash: a request that gets
+// no usable answer (no answer at all, one that is not DynamoDB's, or a success
+// that the core's codec cannot decode as the answer to that operation) is
+// reported on stderr as "leaseproof: line N (TARGET): no usable answer from
+// the endpoint: ...", and the replay stops there with exit status 1: the
+// endpoint's state is unknown from then on, so later answers would mislead.
 
 #include "cli/dynamo_command.hpp"
 
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
+#include "base/assert.hpp"
 #include "core/dynamo/codec.hpp"
 #include "models/dynamo_wire.hpp"
 #include "runtime/dynamo_http_client.hpp"
@@ -23,19 +35,50 @@ constexpr int kExitFailed = 1;
 // millisecond further for each request (TTL and throttling are off anyway).
 Instant replay_time(size_t index) { return sim::kWallEpoch + Duration::from_ms(static_cast<int64_t>(index)); }
 
+void report_unusable(const models::ReplayRequest& request, std::string_view why) {
+  fmt::print(stderr, "leaseproof: line {} ({}): no usable answer from the endpoint: {}\n", request.line, request.target,
+             why);
+}
+
+// Why a success from the endpoint is not the answer to `operation` ("" when it
+// is), decided by the core's decoder before anything here or in models/ reads
+// the body's members. An error answer needs no check: the runtime refuses one
+// without a string "__type", and dynamo::decode_error accepts any other.
+std::string not_an_answer_to(dynamo::Operation operation, const runtime::DynamoHttpResponse& response) {
+  if (response.http_status != 200) return {};
+  const dynamo::Result<dynamo::Response> decoded = dynamo::decode_response(operation, response.body);
+  if (decoded.ok()) return {};
+  constexpr size_t excerpt_bytes_max = 200;
+  const std::string body = dynamo::dump_json(response.body);
+  return fmt::format("HTTP 200 that is not a {} response ({}: {}): {}{}", dynamo::operation_name(operation),
+                     decoded.error().type, decoded.error().message, body.substr(0, excerpt_bytes_max),
+                     body.size() > excerpt_bytes_max ? "..." : "");
+}
+
+// The request's TableName when it is a string ("" otherwise: the file is
+// user input, and a server may answer 200 to anything).
+std::string table_name(const nlohmann::json& body) {
+  const auto found = body.find("TableName");
+  return found != body.end() && found->is_string() ? found->get<std::string>() : std::string{};
+}
+
 std::optional<models::WireResponse> from_endpoint(runtime::BlockingDynamoHttpClient& client,
                                                   const models::ReplayRequest& request) {
-  const std::string operation = request.target.substr(request.target.find('.') + 1);
-  runtime::DynamoHttpResult result = client.call(operation, request.body);
+  const dynamo::Result<dynamo::Operation> operation = dynamo::operation_from_target(request.target);
+  LP_ASSERT_MSG(operation.ok(), "parse_replay admits known targets only: '{}'", request.target);
+  runtime::DynamoHttpResult result = client.call(std::string(dynamo::operation_name(*operation)), request.body);
   if (!result.ok()) {
-    fmt::print(stderr, "leaseproof: line {}: no usable answer from the endpoint: {} ({})\n", request.line,
-               runtime::to_string(result.error().kind), result.error().detail);
+    report_unusable(request, fmt::format("{} ({})", runtime::to_string(result.error().kind), result.error().detail));
+    return std::nullopt;
+  }
+  if (std::string problem = not_an_answer_to(*operation, result.response()); !problem.empty()) {
+    report_unusable(request, problem);
     return std::nullopt;
   }
   // Like any client of DynamoDB: wait for a new table before using it.
-  if (operation == "CreateTable" && result.response().http_status == 200 &&
-      !runtime::wait_until_table_active(client, request.body.value("TableName", ""), Duration::from_s(10))) {
-    fmt::print(stderr, "leaseproof: line {}: the table never became ACTIVE\n", request.line);
+  if (*operation == dynamo::Operation::create_table && result.response().http_status == 200 &&
+      !runtime::wait_until_table_active(client, table_name(request.body), Duration::from_s(10))) {
+    report_unusable(request, "the table never became ACTIVE (DescribeTable for 10 s)");
     return std::nullopt;
   }
   return models::WireResponse{result.response().http_status, result.response().body};

@@ -247,12 +247,52 @@ std::string current_amz_date() {
   return std::string(text.data(), length);
 }
 
+// DynamoDB nests documents at most 32 levels deep, two JSON levels each on the
+// wire ({"M": {...}}), inside a few levels of response. A deeper answer is not
+// DynamoDB's, and every consumer of nlohmann::json (copy, dump, compare)
+// recurses once per level: 100,000 levels overflow the stack.
+constexpr int response_json_levels_max = 128;
+
+// RFC 9110 15.2: a client must accept 1xx answers it did not ask for (we never
+// send Expect: 100-continue) and go on waiting for the final one. Bounded so
+// that a server sending only 1xx cannot hold a request beyond this count.
+constexpr int interim_responses_max = 4;
+
+bool is_interim(int http_status) { return http_status >= 100 && http_status < 200 && http_status != 101; }
+
+struct ParsedBody {
+  nlohmann::json json;  // discarded when the body is not JSON
+  bool too_deep = false;
+};
+
+// Never throws. Containers beyond the depth bound are dropped while parsing,
+// so a hostile body never builds a deep tree.
+ParsedBody parse_body(std::string_view body) {
+  ParsedBody parsed;
+  if (body.empty()) {
+    parsed.json = nlohmann::json::object();
+    return parsed;
+  }
+  // `depth` counts the containers around the value; the top level is 0.
+  auto within_depth = [&parsed](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    const bool opens = event == nlohmann::json::parse_event_t::object_start ||
+                       event == nlohmann::json::parse_event_t::array_start;
+    if (opens && depth >= response_json_levels_max) {
+      parsed.too_deep = true;
+      return false;
+    }
+    return true;
+  };
+  parsed.json = nlohmann::json::parse(body, within_depth, /*allow_exceptions=*/false);
+  return parsed;
+}
+
 // Why an HTTP answer is not DynamoDB's ("" when it is): DynamoDB answers with
 // a JSON object, and every error it sends names its type in "__type". A
 // proxy's or another server's page (a 404, an HTML error, an empty 502) is
 // not an answer to the request: reported with its status and the start of
 // its body, never taken for an empty success.
-std::string not_dynamodb(const DynamoHttpResponse& response, std::string_view body) {
+std::string not_dynamodb(const DynamoHttpResponse& response, std::string_view body, bool too_deep) {
   constexpr size_t excerpt_bytes_max = 200;
   std::string start;  // the body's first bytes on one line: runs of whitespace as one space
   for (const char c : body.substr(0, excerpt_bytes_max)) {
@@ -262,6 +302,10 @@ std::string not_dynamodb(const DynamoHttpResponse& response, std::string_view bo
   }
   const std::string excerpt = body.empty() ? std::string{"an empty body"}
                                            : fmt::format("'{}'{}", start, body.size() > excerpt_bytes_max ? "..." : "");
+  if (too_deep) {
+    return fmt::format("not a DynamoDB answer: HTTP {} with JSON nested more than {} levels deep: {}",
+                       response.http_status, response_json_levels_max, excerpt);
+  }
   if (response.body.is_discarded()) {
     return fmt::format("not a DynamoDB answer: HTTP {} with a body that is not JSON: {}", response.http_status, excerpt);
   }
@@ -324,11 +368,21 @@ std::string sigv4_authorization(const SigV4Request& request, const DynamoCredent
   for (const auto& [name, value] : request.headers) {
     headers.emplace_back(lowercase(name), canonical_header_value(value));
   }
-  std::sort(headers.begin(), headers.end());
+  // A repeated name is one header whose values are joined by commas in the
+  // order given, never sorted (AWS's suite: get-header-value-order), hence a
+  // stable sort on the name alone.
+  std::stable_sort(headers.begin(), headers.end(),
+                   [](const auto& left, const auto& right) { return left.first < right.first; });
   std::string canonical_headers;
   std::string signed_headers;
-  for (const auto& [name, value] : headers) {
-    canonical_headers += fmt::format("{}:{}\n", name, value);
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    const std::string& name = headers[i].first;
+    if (i > 0 && headers[i - 1].first == name) {
+      canonical_headers.back() = ',';  // the previous value's '\n'
+      canonical_headers += headers[i].second + "\n";
+      continue;
+    }
+    canonical_headers += fmt::format("{}:{}\n", name, headers[i].second);
     signed_headers += (signed_headers.empty() ? "" : ";") + name;
   }
   const std::string canonical_request =
@@ -494,8 +548,10 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   }
 
   void begin_exchange() {
+    interim_responses_ = 0;
     const auto idle = std::chrono::steady_clock::now() - last_used_;
-    if (connected_ && idle <= std::chrono::nanoseconds(options_.connection_idle_max.ns())) {
+    if (connected_ && idle <= std::chrono::nanoseconds(options_.connection_idle_max.ns()) && !has_unread_bytes()) {
+      LP_ASSERT_EQ(buffer_.size(), size_t{0});  // on_read closes a connection that left bytes over
       reused_connection_ = true;
       write();
       return;
@@ -542,6 +598,10 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
       fail(Phase::write, ec);
       return;
     }
+    read_response();
+  }
+
+  void read_response() {
     parser_.emplace();
     parser_->body_limit(options_.response_body_bytes_max);
     http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
@@ -555,20 +615,46 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
       return;
     }
     const auto& message = parser_->get();
-    DynamoHttpResponse response{.http_status = static_cast<int>(message.result_int()), .body = {}};
+    const int http_status = static_cast<int>(message.result_int());
+    if (is_interim(http_status)) {
+      on_interim(http_status);
+      return;
+    }
+    DynamoHttpResponse response{.http_status = http_status, .body = {}};
     const std::string& body = message.body();
-    response.body = body.empty() ? nlohmann::json::object() : nlohmann::json::parse(body, nullptr, false);
-    const bool keep_alive = message.keep_alive();
+    ParsedBody parsed = parse_body(body);
+    response.body = std::move(parsed.json);
     last_used_ = std::chrono::steady_clock::now();
-    if (!keep_alive) {
+    // Bytes after the end of the message answer nothing we sent (a server whose
+    // Content-Length was too small): the next request would be paired with them.
+    if (!message.keep_alive() || buffer_.size() > 0) {
       close_connection();
     }
-    if (std::string problem = not_dynamodb(response, body); !problem.empty()) {
+    if (std::string problem = not_dynamodb(response, body, parsed.too_deep); !problem.empty()) {
       close_connection();
       finish(TransportError{TransportErrorKind::bad_response, std::move(problem)});
       return;
     }
     finish(std::move(response));
+  }
+
+  void on_interim(int http_status) {
+    ++interim_responses_;
+    if (interim_responses_ > interim_responses_max) {
+      close_connection();
+      finish(TransportError{TransportErrorKind::bad_response,
+                            fmt::format("more than {} interim answers (HTTP {}) without a final one",
+                                        interim_responses_max, http_status)});
+      return;
+    }
+    read_response();  // the final answer may already be in buffer_
+  }
+
+  // Unread bytes on an idle keep-alive connection answer nothing we sent.
+  bool has_unread_bytes() {
+    error_code ec;
+    const std::size_t bytes = stream_.socket().available(ec);
+    return ec || bytes > 0;
   }
 
   // A server may close an idle keep-alive connection just as we reuse it; the
@@ -579,8 +665,8 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     if (!reused_connection_ || retried_ || timed_out_ || closed_) {
       return false;
     }
-    if (phase == Phase::read && parser_ && parser_->got_some()) {
-      return false;
+    if (phase == Phase::read && (interim_responses_ > 0 || (parser_ && parser_->got_some()))) {
+      return false;  // the server answered something: it got the request
     }
     return (phase == Phase::write || phase == Phase::read) &&
            (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
@@ -615,6 +701,11 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
                               fmt::format("connect {}: {}", endpoint_->authority, ec.message())};
       case Phase::write: return TransportError{TransportErrorKind::connection_lost, "write: " + ec.message()};
       case Phase::read:
+        // Closed before the answer was complete (mid-headers, mid-body, a
+        // Content-Length larger than what came): lost, not malformed.
+        if (ec == http::error::partial_message) {
+          return TransportError{TransportErrorKind::connection_lost, "read: " + ec.message()};
+        }
         if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
             ec != http::error::end_of_stream) {
           return TransportError{TransportErrorKind::bad_response, "read: " + ec.message()};
@@ -659,6 +750,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   bool retried_ = false;
   bool timed_out_ = false;
   bool closed_ = false;
+  int interim_responses_ = 0;  // 1xx answers read for the current attempt
   std::uint64_t generation_ = 0;
   std::uint64_t connections_opened_ = 0;
   std::chrono::steady_clock::time_point last_used_{};
@@ -701,17 +793,37 @@ DynamoHttpResult BlockingDynamoHttpClient::call(std::string operation, nlohmann:
 std::uint64_t BlockingDynamoHttpClient::connections_opened() const { return client_->connections_opened(); }
 
 
+namespace {
+
+// `member` of `object` is the string "ACTIVE". Reads nothing it has not
+// checked: a DescribeTable answer comes from a server, whatever its shape.
+bool is_active(const nlohmann::json& object, std::string_view member) {
+  if (!object.is_object()) return false;
+  const auto found = object.find(member);
+  return found != object.end() && found->is_string() && found->get_ref<const std::string&>() == "ACTIVE";
+}
+
+// A DescribeTable answer of any shape; anything but the documented one
+// ({"Table": {"TableStatus": ..., "GlobalSecondaryIndexes": [...]}}) is "not yet".
+bool table_and_indexes_active(const nlohmann::json& body) {
+  if (!body.is_object()) return false;
+  const auto table = body.find("Table");
+  if (table == body.end() || !is_active(*table, "TableStatus")) return false;
+  const auto indexes = table->find("GlobalSecondaryIndexes");
+  if (indexes == table->end() || indexes->is_null()) return true;
+  if (!indexes->is_array()) return false;
+  return std::all_of(indexes->begin(), indexes->end(),
+                     [](const nlohmann::json& index) { return is_active(index, "IndexStatus"); });
+}
+
+}  // namespace
+
 bool wait_until_table_active(BlockingDynamoHttpClient& client, const std::string& table, Duration timeout) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.ns());
   for (;;) {
     const DynamoHttpResult result = client.call("DescribeTable", nlohmann::json{{"TableName", table}});
-    if (result.ok() && result.response().http_status == 200) {
-      const nlohmann::json& description = result.response().body["Table"];
-      bool active = description.value("TableStatus", "") == "ACTIVE";
-      for (const auto& index : description.value("GlobalSecondaryIndexes", nlohmann::json::array())) {
-        active = active && index.value("IndexStatus", "") == "ACTIVE";
-      }
-      if (active) return true;
+    if (result.ok() && result.response().http_status == 200 && table_and_indexes_active(result.response().body)) {
+      return true;
     }
     if (std::chrono::steady_clock::now() >= give_up) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
