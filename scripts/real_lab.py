@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -42,9 +43,10 @@ class Fleet:
         self.binary, self.workdir, self.verbose = binary, workdir, verbose
         self.processes = []
 
-    def start(self, name, args):
+    def start(self, name, args, program=None, args0=None):
         log_path = os.path.join(self.workdir, f"{name}.log")
-        process = subprocess.Popen([self.binary] + args, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+        argv = [program or self.binary] + ([args0] if args0 else []) + args
+        process = subprocess.Popen(argv, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
         process.log_path = log_path
         process.name = name
@@ -69,6 +71,31 @@ class Fleet:
     def stop_all(self):
         for process in reversed(self.processes):
             self.stop(process, timeout=3)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def tail(path, lines=5):
+    try:
+        with open(path) as f:
+            return " | ".join(f.read().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
 
 
 def dynamo(endpoint, operation, body):
@@ -126,9 +153,14 @@ def owners(workers):
     return latest
 
 
-def acting_overlaps(workers, end_mono):
+def acting_overlaps(workers, end_mono, since_mono=0):
     """Pairs of workers acting for one connection at once, by the machine's
-    monotonic clock: each worker's [lease.open, lease.close] intervals."""
+    monotonic clock: each worker's [lease.open, lease.close] intervals, those
+    that end after `since_mono`. A worker logs a close when its core closes
+    the session: a worker that was stopped (SIGSTOP) logs the close of an
+    expired lease when it runs again, so its interval reaches past its
+    deadline; the pause check judges that case (nothing done before the
+    close), and the other checks look only after it (since_mono)."""
     intervals = {}  # connection -> [(start, end, worker, epoch)]
     for w in workers:
         open_at = {}
@@ -142,7 +174,7 @@ def acting_overlaps(workers, end_mono):
             intervals.setdefault(c, []).append((start, end_mono, w.name, epoch))
     overlaps = []
     for c, spans in intervals.items():
-        spans.sort()
+        spans = sorted(span for span in spans if span[1] > since_mono)
         for i, a in enumerate(spans):
             for b in spans[i + 1:]:
                 if b[0] < a[1] and a[2] != b[2]:
@@ -219,14 +251,25 @@ def main():
 
     workdir = tempfile.mkdtemp(prefix="leaseproof-real-lab-")
     fleet = Fleet(args.binary, workdir, args.verbose)
-    dynalite_env = dict(os.environ, DYNALITE_STATE_DIR=os.path.join(workdir, "dynalite"))
-    dynalite = os.path.join(HERE, "dynalite.sh")
+    dynalite_js = os.path.join(HERE, "..", "tools", "dynalite", "node_modules", "dynalite", "cli.js")
+    dynalite_port = free_port()
+    dynalite_data = os.path.join(workdir, "dynalite-data")
+
+    def start_dynalite(name):
+        process = fleet.start(name, ["--host", "127.0.0.1", "--port", str(dynalite_port), "--path", dynalite_data,
+                                     "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"],
+                              program="node", args0=dynalite_js)
+        if not wait_port(dynalite_port, 20):
+            raise RuntimeError(f"dynalite did not listen within 20 s: {tail(process.log_path)}")
+        return process
     publishing = threading.Event()
     published = {}
     failed = 0
     try:
-        endpoint = subprocess.run([dynalite, "start"], env=dynalite_env, capture_output=True, text=True,
-                                  check=True, timeout=60).stdout.strip()
+        if not os.path.exists(dynalite_js):
+            raise RuntimeError("dynalite is not installed (scripts/dynalite.sh install)")
+        dynalite = start_dynalite("dynalite")
+        endpoint = f"http://127.0.0.1:{dynalite_port}"
         port_file = os.path.join(workdir, "hub.port")
         fleet.start("hub", ["hub", "--epoch", "1", "--port-file", port_file])
         deadline = time.monotonic() + 10
@@ -239,10 +282,24 @@ def main():
         connections = [f"c{i}" for i in range(args.connections)]
         subprocess.run([args.binary, "control", "start", "--endpoint", endpoint, "--connections",
                         f"c0..c{args.connections - 1}", "--url", hub_url], check=True, capture_output=True, timeout=60)
+        # Each worker may own two thirds of the connections: the fleet spreads,
+        # and any two workers can carry them all.
+        capacity = max(1, -(-2 * args.connections // 3))
         worker_flags = ["--endpoint", endpoint, "--lease", args.lease, "--heartbeat", args.heartbeat, "--margin",
-                        args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry]
-        workers = [fleet.start(f"w{i}", ["worker", "--worker-id", f"w{i}"] + worker_flags)
-                   for i in range(args.workers)]
+                        args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry, "--capacity",
+                        str(capacity)]
+        # Worker w0 reaches DynamoDB through a relay: the partition cuts it off.
+        relay_port_file = os.path.join(workdir, "relay.port")
+        relay = fleet.start("relay", ["relay", "--to", f"127.0.0.1:{dynalite_port}", "--idle", "1h", "--port-file",
+                                      relay_port_file])
+        deadline = time.monotonic() + 10
+        while not os.path.exists(relay_port_file) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        relayed = ["--endpoint", f"http://127.0.0.1:{int(open(relay_port_file).read())}"]
+        worker_flags_w0 = [relayed[1] if f == endpoint else f for f in worker_flags]
+        # w1.. first: they own everything; w0 (behind the relay) joins after.
+        workers = [None] + [fleet.start(f"w{i}", ["worker", "--worker-id", f"w{i}"] + worker_flags)
+                            for i in range(1, args.workers)]
 
         def publish_loop():
             tick = 1.0 / args.rate
@@ -260,16 +317,17 @@ def main():
         publisher.start()
         # Everything owned?
         deadline = time.monotonic() + 30
-        while len(owners(workers)) < args.connections and time.monotonic() < deadline:
+        while len(owners(workers[1:])) < args.connections and time.monotonic() < deadline:
             time.sleep(0.2)
-        if len(owners(workers)) < args.connections:
-            raise RuntimeError(f"only {len(owners(workers))} of {args.connections} connections owned after 30 s")
+        if len(owners(workers[1:])) < args.connections:
+            raise RuntimeError(f"only {len(owners(workers[1:]))} of {args.connections} connections owned after 30 s")
+        workers[0] = fleet.start("w0", ["worker", "--worker-id", "w0"] + worker_flags_w0)
         time.sleep(3)
 
         # crash: kill -9 the worker owning the most.
         held = owners(workers)
         counts = {w.name: sum(1 for o in held.values() if o[0] == w.name) for w in workers}
-        victim = max(workers, key=lambda w: counts[w.name])
+        victim = max(workers[1:], key=lambda w: counts[w.name])
         victim_connections = [c for c, o in held.items() if o[0] == victim.name]
         killed_ms = int(time.time() * 1000)
         os.killpg(victim.pid, signal.SIGKILL)
@@ -286,6 +344,8 @@ def main():
         recoveries = [(now_held[c][2] - killed_ms) / 1000 for c in victim_connections
                       if c in now_held and now_held[c][2] > killed_ms]
         problems = []
+        if not victim_connections:
+            problems.append(f"{victim.name} held no connection when killed: nothing was tested")
         if len(recoveries) != len(victim_connections):
             problems.append(f"{len(victim_connections) - len(recoveries)} of {len(victim_connections)} connections "
                             f"not taken over within {bound_s + 10:.1f} s")
@@ -304,7 +364,8 @@ def main():
 
         # pause: SIGSTOP a survivor holding connections for 1.5 leases.
         held = owners(survivors)
-        paused = max(survivors, key=lambda w: sum(1 for o in held.values() if o[0] == w.name))
+        paused = max([w for w in survivors if w.name != "w0"],
+                     key=lambda w: sum(1 for o in held.values() if o[0] == w.name))
         paused_connections = [c for c, o in held.items() if o[0] == paused.name]
         os.killpg(paused.pid, signal.SIGSTOP)
         stop_s = 1.5 * seconds["lease"] + seconds["margin"]
@@ -324,6 +385,8 @@ def main():
             elif e["event"] == "resume.recorded" and c not in first_close:
                 acted.append(e)
         problems = []
+        if not paused_connections:
+            problems.append(f"{paused.name} held no connection when stopped: nothing was tested")
         if acted:
             problems.append(f"after SIGCONT it recorded for {len(acted)} connection(s) before closing them: "
                             f"{sorted({e['connection'] for e in acted})[:5]}")
@@ -338,6 +401,124 @@ def main():
               f"{stop_s:g} s (lease {seconds['lease']:g} s); after SIGCONT it closed them ({', '.join(reasons) or '-'}) "
               f"before acting: {len(acted) == 0}; taken over by others: {len(taken)} of {len(paused_connections)}",
               flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
+
+        # partition: w0 cut from DynamoDB (its relay stopped) for 1.5 leases,
+        # its hub connections untouched: it must stop acting at its deadline;
+        # the others take over; nobody acts at once.
+        time.sleep(2)
+        held = owners(survivors)
+        w0 = workers[0]
+        w0_connections = [c for c, o in held.items() if o[0] == "w0"]
+        cut_mono = time.monotonic() * 1000
+        os.killpg(relay.pid, signal.SIGSTOP)
+        time.sleep(1.5 * seconds["lease"] + seconds["margin"])
+        os.killpg(relay.pid, signal.SIGCONT)
+        time.sleep(3)
+        closes = [e for e in events(w0) if e.get("event") == "lease.close" and e["mono_ms"] >= cut_mono]
+        deadline_ms = (seconds["lease"] + 1) * 1000  # at most lease - margin after the last confirmed renew, + 1 s
+        late = [e for e in closes if e["mono_ms"] - cut_mono > deadline_ms]
+        overlaps = acting_overlaps(survivors, time.monotonic() * 1000, since_mono=cut_mono)
+        problems = []
+        if not w0_connections:
+            problems.append("w0 held no connection when cut off: nothing was tested")
+        if len({e["connection"] for e in closes} & set(w0_connections)) != len(w0_connections):
+            problems.append(f"w0 closed {len(closes)} of its {len(w0_connections)} sessions during the partition")
+        if late:
+            problems.append(f"{len(late)} sessions closed later than lease + 1 s after the cut")
+        if overlaps:
+            problems.append(f"single ownership broken: {overlaps[:2]}")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} partition: w0 cut from DynamoDB for {1.5 * seconds['lease'] + seconds['margin']:g} s (its "
+              f"relay stopped) holding {len(w0_connections)} connections; it closed them "
+              f"({', '.join(sorted({e['reason'] for e in closes})) or '-'}) within "
+              f"{max((e['mono_ms'] - cut_mono for e in closes), default=0) / 1000:.2f} s of the cut; acting overlaps: "
+              f"{len(overlaps)}", flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
+
+        # dynamodb: the endpoint stopped for 1.5 leases and restarted with its
+        # data: every worker stops acting at its deadline; the fleet recovers.
+        time.sleep(2)
+        held_before = owners(survivors)
+        outage_mono = time.monotonic() * 1000
+        fleet.stop(dynalite)
+        outage_s = 1.5 * seconds["lease"] + seconds["margin"]
+        time.sleep(outage_s)
+        dynalite = start_dynalite("dynalite-restarted")
+        restart_mono = time.monotonic() * 1000
+        bound_s = seconds["reconcile"] + min(5.0, seconds["reconcile"]) + 2 * 2.0 + 1.0
+        deadline = time.monotonic() + bound_s + 10
+        while time.monotonic() < deadline:
+            if len(owners(survivors)) == args.connections:
+                break
+            time.sleep(0.2)
+        closes = [e for w in survivors for e in events(w) if e.get("event") == "lease.close"
+                  and outage_mono <= e["mono_ms"] <= restart_mono]
+        reopened = owners(survivors)
+        recover_s = max((e["mono_ms"] for w in survivors for e in events(w) if e.get("event") == "lease.open"
+                         and e["mono_ms"] >= restart_mono), default=restart_mono) - restart_mono
+        problems = []
+        if not held_before:
+            problems.append("no connection was owned when DynamoDB stopped: nothing was tested")
+        if len({e["connection"] for e in closes}) < len(held_before):
+            problems.append(f"only {len({e['connection'] for e in closes})} of {len(held_before)} sessions closed "
+                            "while DynamoDB was down")
+        if len(reopened) != args.connections:
+            problems.append(f"{len(reopened)} of {args.connections} connections owned again "
+                            f"{bound_s + 10:.0f} s after the restart")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} dynamodb: the endpoint stopped for {outage_s:g} s, restarted with its data; "
+              f"{len({e['connection'] for e in closes})} of {len(held_before)} sessions closed during the outage "
+              f"({', '.join(sorted({e['reason'] for e in closes})) or '-'}); all {len(reopened)} owned again "
+              f"{recover_s / 1000:.2f} s after the restart", flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
+
+        # rolling restart: every live worker drained (SIGTERM) and started
+        # again, one at a time; handover per connection from the drain to the
+        # next owner's lease.open.
+        handovers = []
+        live = list(survivors)
+        for i, old in enumerate(list(live)):
+            held = owners(live)
+            theirs = [c for c, o in held.items() if o[0] == old.name]
+            drain_mono = time.monotonic() * 1000
+            fleet.stop(old, timeout=15)
+            flags = worker_flags_w0 if old.name.split("-")[0] == "w0" else worker_flags
+            fresh = fleet.start(f"{old.name.split('-')[0]}-r", ["worker", "--worker-id", old.name.split("-")[0]] + flags)
+            live[live.index(old)] = fresh
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                now_held = owners(live)
+                if all(c in now_held and now_held[c][0] != old.name for c in theirs):
+                    break
+                time.sleep(0.1)
+            opens = {}
+            for w in live:
+                if w is old:
+                    continue
+                for e in events(w):
+                    if e.get("event") == "lease.open" and e["connection"] in theirs and e["mono_ms"] >= drain_mono:
+                        opens[e["connection"]] = min(opens.get(e["connection"], 1e18), e["mono_ms"])
+            handovers += [(opens[c] - drain_mono) / 1000 for c in theirs if c in opens]
+            time.sleep(1)
+        survivors = live
+        graceful_bound = seconds["reconcile"] + min(5.0, seconds["reconcile"]) + 1.0
+        problems = []
+        if not handovers:
+            problems.append("no connection changed hands in the rolling restart: nothing was tested")
+        if handovers and percentile(handovers, 0.99) > graceful_bound:
+            problems.append(f"handover p99 {percentile(handovers, 0.99):.2f} s beyond {graceful_bound:.1f} s")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} rolling restart: {len(live)} workers drained with SIGTERM one at a time and started again; "
+              f"{len(handovers)} handovers, p50 {percentile(handovers, 0.5):.2f} s, p99 {percentile(handovers, 0.99):.2f} s "
+              f"(bound without release notices: reconcile {seconds['reconcile']:g} + jitter "
+              f"{min(5.0, seconds['reconcile']):g} + 1 = {graceful_bound:g} s)", flush=True)
         for p in problems:
             print(f"    {p}", flush=True)
 
@@ -423,7 +604,6 @@ def main():
     finally:
         publishing.clear()
         fleet.stop_all()
-        subprocess.run([dynalite, "stop"], env=dynalite_env, capture_output=True, timeout=30)
         if args.keep or failed:
             print(f"real_lab: logs in {workdir}")
         else:
