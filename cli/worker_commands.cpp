@@ -3,6 +3,8 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,6 +15,7 @@
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
 #include "runtime/dynamo_http_client.hpp"
+#include "runtime/status_server.hpp"
 #include "runtime/worker.hpp"
 
 namespace leaseproof::cli {
@@ -112,6 +115,9 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
       ->check(CLI::IsMember({"put", "transact"}));
   worker->add_option("--seed", args.seed, "Seed of the jitter (default: from the OS)");
   worker->add_option("--drain-timeout", args.drain_timeout, "SIGTERM: drain at most this long")->capture_default_str();
+  worker->add_option("--http", args.http, "Serve GET /healthz and /metrics here (port 0: the system picks)")
+      ->type_name("ADDR:PORT");
+  worker->add_option("--port-file", args.port_file, "With --http: write the bound port to FILE")->type_name("FILE");
   return worker;
 }
 
@@ -144,6 +150,34 @@ int worker_command(const WorkerArgs& args) {
     worker = std::make_unique<runtime::Worker>(io, options, print_line);
   } catch (const std::invalid_argument& e) {
     throw UsageError{e.what()};
+  }
+  std::unique_ptr<runtime::StatusServer> status;
+  if (!args.http.empty()) {
+    const auto colon = args.http.rfind(':');
+    unsigned long port = 0;
+    try {
+      port = colon == std::string::npos ? 70000 : std::stoul(args.http.substr(colon + 1));
+    } catch (const std::exception&) {
+      port = 70000;
+    }
+    if (colon == std::string::npos || port > 65535) {
+      throw UsageError{fmt::format("--http: '{}' is not ADDR:PORT, e.g. 127.0.0.1:9100", args.http)};
+    }
+    try {
+      status = std::make_unique<runtime::StatusServer>(
+          io, args.http.substr(0, colon), static_cast<uint16_t>(port),
+          runtime::StatusServer::Routes{[&] { return !worker->draining(); }, [&] { return worker->metrics_text(); }});
+    } catch (const std::system_error& e) {
+      throw UsageError{fmt::format("--http: {}", e.what())};
+    }
+    if (!args.port_file.empty()) {
+      std::ofstream out(args.port_file + ".tmp", std::ios::trunc);
+      out << status->port() << "\n";
+      out.close();
+      std::filesystem::rename(args.port_file + ".tmp", args.port_file);
+    }
+  } else if (!args.port_file.empty()) {
+    throw UsageError{"--port-file: goes with --http"};
   }
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int) {

@@ -31,6 +31,8 @@ struct WorkerArgs {
   std::string record_mode = "put";
   uint64_t seed = 0;
   std::string drain_timeout = "10s";
+  std::string http;  // ADDR:PORT of /healthz and /metrics ("" none)
+  std::string port_file;
 };
 
 struct ControlArgs {

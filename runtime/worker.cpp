@@ -80,6 +80,36 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
 
   const WorkerCounters& counters() const { return counters_; }
   std::size_t owned() const { return streams_.size(); }
+  bool draining() const { return draining_; }
+
+  std::string metrics_text() const {
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
+      out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+    };
+    auto labelled = [&](const char* name, const char* help, const char* label,
+                        const std::map<std::string, uint64_t>& values) {
+      out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n", name, help);
+      for (const auto& [key, value] : values) out += fmt::format("{}{{{}=\"{}\"}} {}\n", name, label, key, value);
+    };
+    metric("leaseproof_worker_active_connections", "gauge", "Connections this worker streams now.", streams_.size());
+    metric("leaseproof_worker_draining", "gauge", "1 while draining after SIGTERM.", draining_ ? 1 : 0);
+    metric("leaseproof_worker_dynamo_calls_total", "counter", "DynamoDB calls.", counters_.dynamo_calls);
+    metric("leaseproof_worker_dynamo_ambiguous_total", "counter",
+           "DynamoDB calls with no answer (timeout, lost or refused connection): outcome unknown.",
+           counters_.dynamo_transport_errors);
+    metric("leaseproof_worker_sessions_opened_total", "counter", "Sessions opened (leases acquired).",
+           counters_.sessions_opened);
+    metric("leaseproof_worker_records_total", "counter", "Messages the sink confirmed.", counters_.records);
+    metric("leaseproof_worker_fenced_total", "counter", "Sessions whose sink refused a write for good.",
+           counters_.fenced);
+    metric("leaseproof_worker_resets_total", "counter", "Typed resets seen.", counters_.resets);
+    labelled("leaseproof_worker_calls_total", "DynamoDB calls by kind.", "kind", counters_.calls_by_kind);
+    labelled("leaseproof_worker_closes_total", "Sessions closed, by reason.", "reason", counters_.closes_by_reason);
+    labelled("leaseproof_worker_marks_total", "The cores' coverage marks (takeovers, deadline stops, ...).", "name",
+             counters_.marks);
+    return out;
+  }
 
  private:
   struct Stream {
@@ -161,6 +191,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   void apply(lease::Actions& actions) {
     for (lease::Action& action : actions) {
       if (auto* call = std::get_if<lease::DynamoCall>(&action)) {
+        ++counters_.calls_by_kind[std::string{lease::to_string(call->kind)}];
         const uint64_t token = call->token;
         call_dynamo(std::move(call->request), [weak = weak_from_this(), token](const dynamo::Result<dynamo::Response>* r) {
           auto self = weak.lock();
@@ -287,6 +318,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         if (stream.link) stream.link->drop();
         stream.link.reset();
       } else if (auto* call = std::get_if<resume::SinkCall>(&action)) {
+        ++counters_.calls_by_kind[fmt::format("sink_{}", call->kind)];
         const uint64_t token = call->token;
         call_dynamo(std::move(call->request), [weak = weak_from_this(), connection, generation,
                                                token](const dynamo::Result<dynamo::Response>* r) {
@@ -375,5 +407,7 @@ void Worker::start() { impl_->start(); }
 void Worker::drain(std::function<void()> done) { impl_->drain(std::move(done)); }
 const WorkerCounters& Worker::counters() const { return impl_->counters(); }
 std::size_t Worker::owned() const { return impl_->owned(); }
+bool Worker::draining() const { return impl_->draining(); }
+std::string Worker::metrics_text() const { return impl_->metrics_text(); }
 
 }  // namespace leaseproof::runtime

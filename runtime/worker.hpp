@@ -50,8 +50,9 @@ struct WorkerCounters {
   uint64_t records = 0;        // messages the sink confirmed
   uint64_t fenced = 0;         // sessions whose sink refused a write for good
   uint64_t resets = 0;
-  std::map<std::string, uint64_t> marks;
+  std::map<std::string, uint64_t> marks;             // the cores' coverage marks (lease.takeover_expired, ...)
   std::map<std::string, uint64_t> closes_by_reason;
+  std::map<std::string, uint64_t> calls_by_kind;     // renew, acquire, ..., sink_record, sink_checkpoint
 };
 
 class Worker {
@@ -68,6 +69,11 @@ class Worker {
   void drain(std::function<void()> done);
   const WorkerCounters& counters() const;
   std::size_t owned() const;  // sessions open now
+  bool draining() const;
+  // Prometheus text: leaseproof_worker_active_connections (the autoscaler's
+  // metric), calls by kind, ambiguous outcomes, records, fenced sessions,
+  // closes by reason, the cores' marks (takeovers, deadline stops, ...).
+  std::string metrics_text() const;
 
  private:
   class Impl;

@@ -298,7 +298,10 @@ def main():
         relayed = ["--endpoint", f"http://127.0.0.1:{int(open(relay_port_file).read())}"]
         worker_flags_w0 = [relayed[1] if f == endpoint else f for f in worker_flags]
         # w1.. first: they own everything; w0 (behind the relay) joins after.
-        workers = [None] + [fleet.start(f"w{i}", ["worker", "--worker-id", f"w{i}"] + worker_flags)
+        # w1 also serves /healthz and /metrics.
+        status_port_file = os.path.join(workdir, "w1-status.port")
+        workers = [None] + [fleet.start(f"w{i}", ["worker", "--worker-id", f"w{i}"] + worker_flags +
+                                        (["--http", "127.0.0.1:0", "--port-file", status_port_file] if i == 1 else []))
                             for i in range(1, args.workers)]
 
         def publish_loop():
@@ -323,6 +326,28 @@ def main():
             raise RuntimeError(f"only {len(owners(workers[1:]))} of {args.connections} connections owned after 30 s")
         workers[0] = fleet.start("w0", ["worker", "--worker-id", "w0"] + worker_flags_w0)
         time.sleep(3)
+
+        # metrics: w1's /metrics agrees with its log; /healthz answers.
+        status_port = int(open(status_port_file).read())
+        metrics_text = urllib.request.urlopen(f"http://127.0.0.1:{status_port}/metrics", timeout=5).read().decode()
+        health = urllib.request.urlopen(f"http://127.0.0.1:{status_port}/healthz", timeout=5).status
+        values = dict(line.rsplit(" ", 1) for line in metrics_text.splitlines() if line and not line.startswith("#"))
+        active = int(values.get("leaseproof_worker_active_connections", -1))
+        logged = sum(1 for o in owners(workers).values() if o[0] == "w1")
+        renews = int(values.get('leaseproof_worker_calls_total{kind="renew"}', 0))
+        problems = []
+        if active != logged:
+            problems.append(f"/metrics says {active} active connections, the log {logged}")
+        if health != 200:
+            problems.append(f"/healthz answered {health}")
+        if renews == 0:
+            problems.append("no renew counted after 3 s of ownership")
+        verdict = "FAIL" if problems else "PASS"
+        failed += bool(problems)
+        print(f"{verdict} metrics: w1's /metrics: {active} active connections (its log: {logged}), {renews} renews, "
+              f"{values.get('leaseproof_worker_records_total', '?')} records; /healthz {health}", flush=True)
+        for p in problems:
+            print(f"    {p}", flush=True)
 
         # crash: kill -9 the worker owning the most.
         held = owners(workers)
