@@ -3,14 +3,13 @@
 
 #include <csignal>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <fmt/format.h>
 
 #include "cli/cli_common.hpp"
+#include "cli/process_common.hpp"
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
@@ -22,11 +21,6 @@ namespace leaseproof::cli {
 namespace {
 
 namespace asio = boost::asio;
-
-void print_line(std::string_view line) {
-  fmt::print("{}\n", line);
-  std::fflush(stdout);
-}
 
 void add_endpoint_flags(CLI::App* command, EndpointArgs& args) {
   command->add_option("--endpoint", args.endpoint, "DynamoDB-compatible endpoint, e.g. http://127.0.0.1:8000")
@@ -153,29 +147,15 @@ int worker_command(const WorkerArgs& args) {
   }
   std::unique_ptr<runtime::StatusServer> status;
   if (!args.http.empty()) {
-    const auto colon = args.http.rfind(':');
-    unsigned long port = 0;
-    try {
-      port = colon == std::string::npos ? 70000 : std::stoul(args.http.substr(colon + 1));
-    } catch (const std::exception&) {
-      port = 70000;
-    }
-    if (colon == std::string::npos || port > 65535) {
-      throw UsageError{fmt::format("--http: '{}' is not ADDR:PORT, e.g. 127.0.0.1:9100", args.http)};
-    }
+    const auto [host, port] = parse_address(args.http, "--http");
     try {
       status = std::make_unique<runtime::StatusServer>(
-          io, args.http.substr(0, colon), static_cast<uint16_t>(port),
+          io, host, port,
           runtime::StatusServer::Routes{[&] { return !worker->draining(); }, [&] { return worker->metrics_text(); }});
     } catch (const std::system_error& e) {
       throw UsageError{fmt::format("--http: {}", e.what())};
     }
-    if (!args.port_file.empty()) {
-      std::ofstream out(args.port_file + ".tmp", std::ios::trunc);
-      out << status->port() << "\n";
-      out.close();
-      std::filesystem::rename(args.port_file + ".tmp", args.port_file);
-    }
+    write_port_file(args.port_file, status->port());
   } else if (!args.port_file.empty()) {
     throw UsageError{"--port-file: goes with --http"};
   }

@@ -21,6 +21,7 @@
 
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/prometheus.hpp"
 #include "runtime/redis_ring.hpp"
 #include "runtime/resume_wire.hpp"
 
@@ -800,7 +801,7 @@ std::string HubServer::Impl::metrics_text() const {
   }
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
-    out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+    append_metric(out, name, type, help, value);
   };
   metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", hub_->epoch());
   metric("leaseproof_hub_connections", "gauge", "Open TCP connections (WebSocket and HTTP).", *open_);
@@ -821,15 +822,10 @@ std::string HubServer::Impl::metrics_text() const {
          counters_.disconnects);
   metric("leaseproof_hub_protocol_errors_total", "counter", "Frames that were not the protocol.",
          counters_.protocol_errors);
-  out += "# HELP leaseproof_hub_closes_total Connections the hub closed, by close code.\n"
-         "# TYPE leaseproof_hub_closes_total counter\n";
-  for (const auto& [code, count] : counters_.closes_by_code) {
-    out += fmt::format("leaseproof_hub_closes_total{{code=\"{}\"}} {}\n", code, count);
-  }
-  out += "# HELP leaseproof_hub_resets_total Typed resets sent, by kind.\n# TYPE leaseproof_hub_resets_total counter\n";
-  for (const auto& [kind, count] : counters_.resets_by_kind) {
-    out += fmt::format("leaseproof_hub_resets_total{{kind=\"{}\"}} {}\n", kind, count);
-  }
+  append_labelled_counter(out, "leaseproof_hub_closes_total", "Connections the hub closed, by close code.", "code",
+                          counters_.closes_by_code);
+  append_labelled_counter(out, "leaseproof_hub_resets_total", "Typed resets sent, by kind.", "kind",
+                          counters_.resets_by_kind);
   metric("process_resident_memory_bytes", "gauge", "Resident memory of the hub process.", resident_bytes());
   return out;
 }

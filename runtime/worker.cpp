@@ -15,6 +15,7 @@
 #include "core/dynamo/codec.hpp"
 #include "core/lease/manager.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/prometheus.hpp"
 #include "runtime/resume_wire.hpp"
 #include "runtime/ws_link.hpp"
 
@@ -85,12 +86,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   std::string metrics_text() const {
     std::string out;
     auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
-      out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
-    };
-    auto labelled = [&](const char* name, const char* help, const char* label,
-                        const std::map<std::string, uint64_t>& values) {
-      out += fmt::format("# HELP {0} {1}\n# TYPE {0} counter\n", name, help);
-      for (const auto& [key, value] : values) out += fmt::format("{}{{{}=\"{}\"}} {}\n", name, label, key, value);
+      append_metric(out, name, type, help, value);
     };
     metric("leaseproof_worker_active_connections", "gauge", "Connections this worker streams now.", streams_.size());
     metric("leaseproof_worker_draining", "gauge", "1 while draining after SIGTERM.", draining_ ? 1 : 0);
@@ -104,9 +100,12 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     metric("leaseproof_worker_fenced_total", "counter", "Sessions whose sink refused a write for good.",
            counters_.fenced);
     metric("leaseproof_worker_resets_total", "counter", "Typed resets seen.", counters_.resets);
-    labelled("leaseproof_worker_calls_total", "DynamoDB calls by kind.", "kind", counters_.calls_by_kind);
-    labelled("leaseproof_worker_closes_total", "Sessions closed, by reason.", "reason", counters_.closes_by_reason);
-    labelled("leaseproof_worker_marks_total", "The cores' coverage marks (takeovers, deadline stops, ...).", "name",
+    append_labelled_counter(out, "leaseproof_worker_calls_total", "DynamoDB calls by kind.", "kind",
+                            counters_.calls_by_kind);
+    append_labelled_counter(out, "leaseproof_worker_closes_total", "Sessions closed, by reason.", "reason",
+                            counters_.closes_by_reason);
+    append_labelled_counter(out, "leaseproof_worker_marks_total",
+                            "The cores' coverage marks (takeovers, deadline stops, ...).", "name",
              counters_.marks);
     return out;
   }

@@ -218,6 +218,14 @@ def skew_run(fleet, args, endpoint, hub_port, expiry, algorithm, seconds):
     return overlaps, stolen, owned_before
 
 
+def report(problems, line, limit=None):
+    """Prints a check's verdict line, then its problems; 1 if it failed, else 0."""
+    print(f"{'FAIL' if problems else 'PASS'} {line}", flush=True)
+    for problem in problems[:limit]:
+        print(f"    {problem}", flush=True)
+    return 1 if problems else 0
+
+
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
@@ -342,12 +350,8 @@ def main():
             problems.append(f"/healthz answered {health}")
         if renews == 0:
             problems.append("no renew counted after 3 s of ownership")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} metrics: w1's /metrics: {active} active connections (its log: {logged}), {renews} renews, "
-              f"{values.get('leaseproof_worker_records_total', '?')} records; /healthz {health}", flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+        failed += report(problems, f"metrics: w1's /metrics: {active} active connections (its log: {logged}), {renews} renews, "
+              f"{values.get('leaseproof_worker_records_total', '?')} records; /healthz {health}")
 
         # crash: kill -9 the worker owning the most.
         held = owners(workers)
@@ -376,15 +380,10 @@ def main():
                             f"not taken over within {bound_s + 10:.1f} s")
         if recoveries and max(recoveries) > bound_s:
             problems.append(f"slowest takeover {max(recoveries):.2f} s, beyond the bound {bound_s:.1f} s")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} crash: kill -9 {victim.name} holding {len(victim_connections)} connections; takeover "
+        failed += report(problems, f"crash: kill -9 {victim.name} holding {len(victim_connections)} connections; takeover "
               f"p50 {percentile(recoveries, 0.5):.2f} s, max {max(recoveries, default=float('nan')):.2f} s; bound "
               f"{bound_s:.1f} s = lease {seconds['lease']:g} + margin {seconds['margin']:g} + reconcile "
-              f"{seconds['reconcile']:g} + jitter {min(5.0, seconds['reconcile']):g} + 2 timed-out requests 4 + network 0.2",
-              flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+              f"{seconds['reconcile']:g} + jitter {min(5.0, seconds['reconcile']):g} + 2 timed-out requests 4 + network 0.2")
         time.sleep(2)
 
         # pause: SIGSTOP a survivor holding connections for 1.5 leases.
@@ -420,14 +419,9 @@ def main():
             problems.append(f"{len(paused_connections) - len(first_close)} of its connections not closed after SIGCONT")
         now_held = owners(survivors)
         taken = [c for c in paused_connections if c in now_held and now_held[c][0] != paused.name]
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} pause: kill -STOP {paused.name} holding {len(paused_connections)} connections for "
+        failed += report(problems, f"pause: kill -STOP {paused.name} holding {len(paused_connections)} connections for "
               f"{stop_s:g} s (lease {seconds['lease']:g} s); after SIGCONT it closed them ({', '.join(reasons) or '-'}) "
-              f"before acting: {len(acted) == 0}; taken over by others: {len(taken)} of {len(paused_connections)}",
-              flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+              f"before acting: {len(acted) == 0}; taken over by others: {len(taken)} of {len(paused_connections)}")
 
         # partition: w0 cut from DynamoDB (its relay stopped) for 1.5 leases,
         # its hub connections untouched: it must stop acting at its deadline;
@@ -454,15 +448,11 @@ def main():
             problems.append(f"{len(late)} sessions closed later than lease + 1 s after the cut")
         if overlaps:
             problems.append(f"single ownership broken: {overlaps[:2]}")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} partition: w0 cut from DynamoDB for {1.5 * seconds['lease'] + seconds['margin']:g} s (its "
+        failed += report(problems, f"partition: w0 cut from DynamoDB for {1.5 * seconds['lease'] + seconds['margin']:g} s (its "
               f"relay stopped) holding {len(w0_connections)} connections; it closed them "
               f"({', '.join(sorted({e['reason'] for e in closes})) or '-'}) within "
               f"{max((e['mono_ms'] - cut_mono for e in closes), default=0) / 1000:.2f} s of the cut; acting overlaps: "
-              f"{len(overlaps)}", flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+              f"{len(overlaps)}")
 
         # dynamodb: the endpoint stopped for 1.5 leases and restarted with its
         # data: every worker stops acting at its deadline; the fleet recovers.
@@ -494,14 +484,10 @@ def main():
         if len(reopened) != args.connections:
             problems.append(f"{len(reopened)} of {args.connections} connections owned again "
                             f"{bound_s + 10:.0f} s after the restart")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} dynamodb: the endpoint stopped for {outage_s:g} s, restarted with its data; "
+        failed += report(problems, f"dynamodb: the endpoint stopped for {outage_s:g} s, restarted with its data; "
               f"{len({e['connection'] for e in closes})} of {len(held_before)} sessions closed during the outage "
               f"({', '.join(sorted({e['reason'] for e in closes})) or '-'}); all {len(reopened)} owned again "
-              f"{recover_s / 1000:.2f} s after the restart", flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+              f"{recover_s / 1000:.2f} s after the restart")
 
         # rolling restart: every live worker drained (SIGTERM) and started
         # again, one at a time; handover per connection from the drain to the
@@ -538,14 +524,10 @@ def main():
             problems.append("no connection changed hands in the rolling restart: nothing was tested")
         if handovers and percentile(handovers, 0.99) > graceful_bound:
             problems.append(f"handover p99 {percentile(handovers, 0.99):.2f} s beyond {graceful_bound:.1f} s")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} rolling restart: {len(live)} workers drained with SIGTERM one at a time and started again; "
+        failed += report(problems, f"rolling restart: {len(live)} workers drained with SIGTERM one at a time and started again; "
               f"{len(handovers)} handovers, p50 {percentile(handovers, 0.5):.2f} s, p99 {percentile(handovers, 0.99):.2f} s "
               f"(bound without release notices: reconcile {seconds['reconcile']:g} + jitter "
-              f"{min(5.0, seconds['reconcile']):g} + 1 = {graceful_bound:g} s)", flush=True)
-        for p in problems:
-            print(f"    {p}", flush=True)
+              f"{min(5.0, seconds['reconcile']):g} + 1 = {graceful_bound:g} s)")
 
         # skew: a worker 16 s fast. Wall mode (tolerating 2 x margin) must break
         # and the lab must say so; counter mode must hold; the articles'
@@ -613,13 +595,9 @@ def main():
                     break
         if order_breaks:
             problems.append(f"epoch order broken on {len(order_breaks)} connection(s): {order_breaks[:3]}")
-        verdict = "FAIL" if problems else "PASS"
-        failed += bool(problems)
-        print(f"{verdict} records: {sum(published.values())} published over {len(connections)} connections, {total} "
+        failed += report(problems, f"records: {sum(published.values())} published over {len(connections)} connections, {total} "
               f"in the sink; exactly once: {not any(p.startswith('exactly once') for p in problems)}; epoch order: "
-              f"{not order_breaks}", flush=True)
-        for p in problems[:10]:
-            print(f"    {p}", flush=True)
+              f"{not order_breaks}", limit=10)
     except KeyboardInterrupt:
         print("real_lab: interrupted; stopping everything", file=sys.stderr)
         failed += 1
