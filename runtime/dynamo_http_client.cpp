@@ -31,8 +31,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
-constexpr std::string_view content_type_json = "application/x-amz-json-1.0";
-constexpr std::string_view target_prefix = "DynamoDB_20120810.";
 
 // ---------------------------------------------------------------------------
 // SHA-256 (FIPS 180-4) and HMAC (RFC 2104). Byte-at-a-time is plenty fast for
@@ -498,20 +496,23 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
 
   void prepare_request(const PendingRequest& pending) {
     const std::string amz_date = current_amz_date();
-    const std::string target = fmt::format("{}{}", target_prefix, pending.operation);
-    const std::string& token = options_.credentials.session_token;
+    const AwsJsonProtocol& protocol = options_.protocol;
+    const std::string target = fmt::format("{}{}", protocol.target_prefix, pending.operation);
+    const DynamoCredentials credentials =
+        options_.credentials_source ? options_.credentials_source() : options_.credentials;
+    const std::string& token = credentials.session_token;
     SigV4Request signing{
         .method = "POST",
         .canonical_uri = "/",
         .canonical_query = "",
-        .headers = {{"content-type", std::string(content_type_json)},
+        .headers = {{"content-type", protocol.content_type},
                     {"host", endpoint_->authority},
                     {"x-amz-date", amz_date},
                     {"x-amz-target", target}},
         .payload = pending.payload,
         .amz_date = amz_date,
         .region = options_.region,
-        .service = "dynamodb",
+        .service = protocol.service,
     };
     if (!token.empty()) {
       signing.headers.emplace_back("x-amz-security-token", token);
@@ -521,13 +522,13 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     request_.target("/");
     request_.version(11);
     request_.set(http::field::host, endpoint_->authority);
-    request_.set(http::field::content_type, content_type_json);
+    request_.set(http::field::content_type, protocol.content_type);
     request_.set("X-Amz-Target", target);
     request_.set("X-Amz-Date", amz_date);
     if (!token.empty()) {
       request_.set("X-Amz-Security-Token", token);
     }
-    request_.set(http::field::authorization, sigv4_authorization(signing, options_.credentials));
+    request_.set(http::field::authorization, sigv4_authorization(signing, credentials));
     request_.keep_alive(true);
     request_.body() = pending.payload;
     request_.prepare_payload();

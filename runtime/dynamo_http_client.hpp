@@ -37,10 +37,24 @@ struct DynamoCredentials {
   std::string session_token;  // sent as X-Amz-Security-Token when not empty
 };
 
+// Asked before every request when set (instead of `credentials`): a chain
+// that refreshes (runtime/aws_credentials.hpp) hands out its current value.
+using CredentialsSource = std::function<DynamoCredentials()>;
+
+// The AWS JSON protocol this client speaks. DynamoDB's by default; SQS's JSON
+// protocol differs only in these three (runtime/sqs_client.hpp).
+struct AwsJsonProtocol {
+  std::string service = "dynamodb";               // SigV4 scope
+  std::string target_prefix = "DynamoDB_20120810.";  // X-Amz-Target = prefix + operation
+  std::string content_type = "application/x-amz-json-1.0";
+};
+
 struct DynamoHttpClientOptions {
   std::string endpoint_url;  // "http://127.0.0.1:8000"; only http:// is supported
   std::string region = "us-east-1";
   DynamoCredentials credentials;
+  CredentialsSource credentials_source;  // when set, asked per request instead of `credentials`
+  AwsJsonProtocol protocol;
   // Covers everything one request needs: resolve, connect, write, read.
   Duration request_timeout = Duration::from_s(5);
   // An idle keep-alive connection older than this is replaced before use
