@@ -19,6 +19,7 @@
 
 #include "scenarios/scenario.hpp"
 
+#include "cli/check_real_command.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/dynamo_command.hpp"
 #include "cli/gate_command.hpp"
@@ -368,6 +369,8 @@ int main(int argc, char** argv) {
   CLI::App* relay = leaseproof::cli::add_relay_command(app, relay_args);
   leaseproof::cli::WorkerArgs worker_args;
   CLI::App* worker = leaseproof::cli::add_worker_command(app, worker_args);
+  leaseproof::cli::CheckRealArgs check_real_args;
+  CLI::App* check_real = leaseproof::cli::add_check_real_command(app, check_real_args);
   leaseproof::cli::ControlArgs control_args;
   const leaseproof::cli::ControlCommands control = leaseproof::cli::add_control_command(app, control_args);
 
@@ -413,7 +416,9 @@ int main(int argc, char** argv) {
     if (subscribe->parsed()) return leaseproof::cli::subscribe_command(subscribe_args);
     if (relay->parsed()) return leaseproof::cli::relay_command(relay_args);
     if (worker->parsed()) return leaseproof::cli::worker_command(worker_args);
-    if (control.create_tables->parsed() || control.start->parsed() || control.stop->parsed()) {
+    if (check_real->parsed()) return leaseproof::cli::check_real_command(check_real_args);
+    if (control.create_tables->parsed() || control.start->parsed() || control.stop->parsed() ||
+        control.create_queue->parsed()) {
       return leaseproof::cli::control_command(control, control_args);
     }
   } catch (const UsageError& e) {

@@ -68,6 +68,10 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
                   "Share channels, rings and the epoch with other hubs through this Redis (default: this process only)")
       ->type_name("ADDR:PORT");
   hub->add_option("--redis-prefix", args.redis_prefix, "Prefix of the shared store's keys")->capture_default_str();
+  hub->add_option("--sessions", args.sessions,
+                  "Append one JSON line per ended WebSocket session to FILE: worker, lease epoch, first/last frame "
+                  "times on the monotonic clock (labs judge ownership from it)")
+      ->type_name("FILE");
   return hub;
 }
 
@@ -84,6 +88,7 @@ int hub_command(const HubArgs& args) {
   options.hub.replay_messages_max = args.replay_max != 0 ? args.replay_max : std::min(5'000u, args.ring_messages);
   options.admin = args.admin;
   options.connections_max = args.connections_max;
+  options.sessions_path = args.sessions;
   if (std::string e = options.hub.validate(); !e.empty()) throw UsageError{e};
   for (const std::string& text : args.publish) {
     auto parsed = runtime::parse_generator(text);
@@ -99,11 +104,14 @@ int hub_command(const HubArgs& args) {
     options.shared.prefix = args.redis_prefix;
   }
   if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
+  if (!args.sessions.empty()) check_output_file("--sessions", args.sessions);
 
   asio::io_context io;
   std::unique_ptr<runtime::HubServer> server;
   try {
     server = std::make_unique<runtime::HubServer>(io, options, print_line);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{e.what()};
   } catch (const std::system_error& e) {
     fmt::print(stderr, "leaseproof hub: error: {}\n", e.what());
     return kExitFailed;

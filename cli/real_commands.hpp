@@ -26,6 +26,7 @@ struct HubArgs {
   size_t connections_max = 20'000;
   std::string redis;  // HOST:PORT of a store shared with other hubs
   std::string redis_prefix = "leaseproof";
+  std::string sessions;  // --sessions FILE
 };
 
 struct SubscribeArgs {

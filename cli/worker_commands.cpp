@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,7 +14,9 @@
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
+#include "runtime/aws_credentials.hpp"
 #include "runtime/dynamo_http_client.hpp"
+#include "runtime/sqs_client.hpp"
 #include "runtime/status_server.hpp"
 #include "runtime/worker.hpp"
 
@@ -28,15 +31,75 @@ void add_endpoint_flags(CLI::App* command, EndpointArgs& args) {
       ->type_name("URL");
   command->add_option("--table", args.table, "Lease table")->capture_default_str();
   command->add_option("--sink-table", args.sink_table, "Table the streams record into")->capture_default_str();
+  command->add_option("--profile", args.profile,
+                      "Credentials profile (default: AWS_PROFILE, else 'default'); docs/credentials.md")
+      ->type_name("NAME");
 }
 
-runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args) {
+// Credentials and region found as AWS SDKs find them (environment, profile
+// files, the ECS container endpoint: docs/credentials.md). None found at all:
+// the local placeholder, which dynalite and fauxqs accept (they check the
+// signature's shape only). A source set up but broken is an error.
+runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, std::string& region) {
+  runtime::CredentialsChainOptions chain;
+  chain.profile = args.profile;
+  region = runtime::resolve_region(chain);
+  const runtime::CredentialsResult found = runtime::resolve_credentials_blocking(chain);
+  if (found.ok()) {
+    fmt::print(stderr, "leaseproof: credentials from {}, region {}\n", found.value().description, region);
+    return found.value();
+  }
+  if (found.error().detail.starts_with("no AWS credentials found") && args.profile.empty()) {
+    runtime::ResolvedCredentials placeholder;
+    placeholder.description = "the local placeholder (none found)";
+    return placeholder;
+  }
+  throw UsageError{fmt::format("credentials: {}", found.error().detail)};
+}
+
+runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args,
+                                                runtime::ResolvedCredentials* resolved = nullptr) {
   if (!args.endpoint.starts_with("http://")) {
     throw UsageError{fmt::format("--endpoint: '{}' is not an http:// URL (https is not supported)", args.endpoint)};
   }
   runtime::DynamoHttpClientOptions options;
   options.endpoint_url = args.endpoint;
+  runtime::ResolvedCredentials found = resolve_credentials(args, options.region);
+  options.credentials = found.credentials;
+  if (resolved != nullptr) *resolved = std::move(found);
   return options;
+}
+
+std::string sqs_endpoint_flag(const std::string& endpoint) {
+  if (!endpoint.starts_with("http://")) {
+    throw UsageError{fmt::format("--sqs-endpoint: '{}' is not an http:// URL (https is not supported)", endpoint)};
+  }
+  return endpoint;
+}
+
+// `control create-queue`: the FIFO release queue; prints its URL.
+int create_queue_command(const SqsArgs& args) {
+  runtime::SqsClientOptions options;
+  options.endpoint_url = sqs_endpoint_flag(args.sqs_endpoint);
+  if (!args.queue.ends_with(".fifo") || args.queue.size() <= 5) {
+    throw UsageError{fmt::format("--queue: '{}' is not a FIFO queue's name (NAME.fifo)", args.queue)};
+  }
+  runtime::SqsCreateQueueRequest request;
+  request.name = args.queue;
+  request.visibility_timeout = parse_positive_duration(args.visibility, "--visibility");
+  if (!(request.visibility_timeout % Duration::from_s(1)).is_zero() ||
+      request.visibility_timeout > runtime::kSqsVisibilityTimeoutMax) {
+    throw UsageError{fmt::format("--visibility: '{}' must be whole seconds, at most 12h", args.visibility)};
+  }
+  options.credentials = resolve_credentials(EndpointArgs{}, options.region).credentials;
+  runtime::BlockingSqsClient client(options);
+  const runtime::SqsResult<std::string> url = client.create_queue(request);
+  if (!url.ok()) {
+    fmt::print(stderr, "leaseproof control: CreateQueue {} failed: {}\n", args.queue, url.error().describe());
+    return kExitFailed;
+  }
+  print_line(url.value());
+  return 0;
 }
 
 // "c0..c99" -> c0, c1, ..., c99; "c7" -> c7.
@@ -112,13 +175,20 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
   worker->add_option("--http", args.http, "Serve GET /healthz and /metrics here (port 0: the system picks)")
       ->type_name("ADDR:PORT");
   worker->add_option("--port-file", args.port_file, "With --http: write the bound port to FILE")->type_name("FILE");
+  worker->add_option("--sqs-endpoint", args.sqs.sqs_endpoint,
+                     "SQS-compatible endpoint for release notices (with --release-queue; neither: reconcile only)")
+      ->type_name("URL");
+  worker->add_option("--release-queue", args.sqs.release_queue,
+                     "FIFO queue (NAME.fifo, made by 'control create-queue') that release notices go through")
+      ->type_name("NAME");
   return worker;
 }
 
 int worker_command(const WorkerArgs& args) {
   runtime::WorkerOptions options;
   options.worker_id = args.worker_id;
-  options.dynamo = client_options(args.endpoint);
+  runtime::ResolvedCredentials credentials;
+  options.dynamo = client_options(args.endpoint, &credentials);
   options.hub_override = args.hub;
   options.seed = args.seed;
   lease::LeaseConfig& lease = options.lease;
@@ -137,8 +207,32 @@ int worker_command(const WorkerArgs& args) {
   options.session.sink.name = args.endpoint.sink_table;
   options.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
   if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
+  const SqsArgs& sqs = args.sqs;
+  if (sqs.sqs_endpoint.empty() != sqs.release_queue.empty()) {
+    throw UsageError{sqs.sqs_endpoint.empty() ? "--release-queue: goes with --sqs-endpoint"
+                                              : "--sqs-endpoint: goes with --release-queue"};
+  }
+  if (!sqs.sqs_endpoint.empty()) {
+    options.sqs_endpoint = sqs_endpoint_flag(sqs.sqs_endpoint);
+    options.release_queue = sqs.release_queue;
+  }
 
   asio::io_context io;
+  // Credentials that expire (the container endpoint's) are refreshed on the
+  // worker's io_context; until the chain's first answer, the ones found above.
+  std::unique_ptr<runtime::CredentialsChain> chain;
+  if (credentials.expiration_wall_ns) {
+    runtime::CredentialsChainOptions chain_options;
+    chain_options.profile = args.endpoint.profile;
+    chain = std::make_unique<runtime::CredentialsChain>(io, chain_options);
+    chain->start([](const runtime::CredentialsResult& result) {
+      if (!result.ok()) fmt::print(stderr, "leaseproof worker: credentials refresh: {}\n", result.error().detail);
+    });
+    options.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
+      runtime::DynamoCredentials current = source();
+      return current.access_key_id.empty() ? initial : current;
+    };
+  }
   std::unique_ptr<runtime::Worker> worker;
   try {
     worker = std::make_unique<runtime::Worker>(io, options, print_line);
@@ -180,6 +274,17 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   commands.create_tables = control->add_subcommand("create-tables", "Create the lease table (with its GSIs) and the sink table; existing ones are kept");
   commands.start = control->add_subcommand("start", "Start connections (desired_state STARTED): workers acquire them");
   commands.stop = control->add_subcommand("stop", "Stop connections: their owners release them");
+  CLI::App* create_queue = control->add_subcommand(
+      "create-queue", "Create the FIFO queue release notices go through (an existing one is kept); print its URL");
+  create_queue->add_option("--sqs-endpoint", args.sqs.sqs_endpoint, "SQS-compatible endpoint, e.g. http://127.0.0.1:9324")
+      ->required()
+      ->type_name("URL");
+  create_queue->add_option("--queue", args.sqs.queue, "The queue's name; a FIFO queue's ends in .fifo")
+      ->required()
+      ->type_name("NAME.fifo");
+  create_queue->add_option("--visibility", args.sqs.visibility, "The queue's default visibility timeout")
+      ->capture_default_str();
+  commands.create_queue = create_queue;
   for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop}) {
     add_endpoint_flags(sub, args.endpoint);
     sub->add_option("--algorithm", args.algorithm,
@@ -197,6 +302,7 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
 }
 
 int control_command(const ControlCommands& commands, const ControlArgs& args) {
+  if (commands.create_queue->parsed()) return create_queue_command(args.sqs);
   runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
   lease::LeaseConfig config = lease_config(args.endpoint);
   config.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;

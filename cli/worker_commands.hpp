@@ -14,6 +14,15 @@ struct EndpointArgs {
   std::string endpoint;
   std::string table = "connections";
   std::string sink_table = "records";
+  std::string profile;  // --profile: the credentials' profile (docs/credentials.md)
+};
+
+// Release notices: `worker --sqs-endpoint --release-queue`, `control create-queue`.
+struct SqsArgs {
+  std::string sqs_endpoint;   // worker and create-queue
+  std::string release_queue;  // worker
+  std::string queue;          // create-queue
+  std::string visibility = "30s";
 };
 
 struct WorkerArgs {
@@ -33,6 +42,7 @@ struct WorkerArgs {
   std::string drain_timeout = "10s";
   std::string http;  // ADDR:PORT of /healthz and /metrics ("" none)
   std::string port_file;
+  SqsArgs sqs;
 };
 
 struct ControlArgs {
@@ -40,12 +50,14 @@ struct ControlArgs {
   std::string connections;  // "c0..c99" or "c7"
   std::string url;          // ws_url of started connections
   std::string algorithm = "core";  // the table's index and the items' shape follow it
+  SqsArgs sqs;                     // create-queue
 };
 
 struct ControlCommands {
   CLI::App* create_tables = nullptr;
   CLI::App* start = nullptr;
   CLI::App* stop = nullptr;
+  CLI::App* create_queue = nullptr;
 };
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args);

@@ -98,6 +98,11 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
         shutdown_timer_(io) {
     const std::string error = options_.hub.validate();
     if (!error.empty()) throw std::invalid_argument(error);
+    if (!options_.sessions_path.empty()) {
+      sessions_log_.open(options_.sessions_path, std::ios::app);
+      if (!sessions_log_) throw std::invalid_argument(fmt::format("--sessions: cannot open '{}' for appending",
+                                                                  options_.sessions_path));
+    }
     if (options_.shared.port == 0) {
       hub_.emplace(options_.hub, proposed_epoch());
     } else {
@@ -236,6 +241,7 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::shared_ptr<Generator>> generators_;
   std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
   HubServerCounters counters_;
+  std::ofstream sessions_log_;  // options_.sessions_path, when set
 };
 
 // One subscriber's WebSocket: a read loop, and a writer draining its outbox
@@ -256,8 +262,44 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   bool in_core() const { return subscribed_ && !core_closed_; }
   void mark_core_closed() { core_closed_ = true; }
   std::size_t outbox_bytes() const { return outbox_bytes_; }
+  // A frame from the subscriber reached the core (subscribe or pong).
+  void note_frame_in(Instant at) {
+    if (frames_in_ == 0) first_in_ = at;
+    last_in_ = at;
+    ++frames_in_;
+  }
+  // One JSON line for the hub's session records.
+  std::string record(Instant ended) const {
+    auto ms = [](Instant at) { return static_cast<double>(at.ns()) / 1e6; };
+    nlohmann::json line{{"session", id_},       {"channel", channel_},   {"worker", worker_},
+                        {"lease_epoch", lease_epoch_}, {"opened_ms", ms(opened_)}, {"frames_in", frames_in_},
+                        {"data_out", data_out_}, {"ended_ms", ms(ended)}};
+    if (frames_in_ > 0) {
+      line["first_in_ms"] = ms(first_in_);
+      line["last_in_ms"] = ms(last_in_);
+    }
+    if (data_out_ > 0) {
+      line["first_data_ms"] = ms(first_data_);
+      line["last_data_ms"] = ms(last_data_);
+    }
+    line["closed_by"] = closing_ ? "hub" : "peer";
+    if (closing_) line["close_code"] = close_code_;
+    return line.dump();
+  }
 
   void accept(http::request<http::string_body> request, std::size_t frame_max, Duration close_timeout) {
+    opened_ = monotonic_now();
+    const std::string_view target{request.target().data(), request.target().size()};
+    if (const auto url = boost::urls::parse_origin_form(target)) {
+      for (const auto& param : url->params()) {
+        if (param.key == "worker") worker_ = param.value.substr(0, 128);
+        if (param.key == "lease_epoch") {
+          int64_t epoch = 0;
+          const auto [end, ec] = std::from_chars(param.value.data(), param.value.data() + param.value.size(), epoch);
+          if (ec == std::errc{} && end == param.value.data() + param.value.size()) lease_epoch_ = epoch;
+        }
+      }
+    }
     beast::get_lowest_layer(ws_).expires_never();
     websocket::stream_base::timeout timeout{};
     timeout.handshake_timeout = to_chrono(close_timeout);  // also bounds the close handshake
@@ -337,6 +379,9 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       if (self->closing_) return self->send_close();
       if (self->outbox_.front().is_data) {
         if (auto server = self->server_.lock()) ++server->counters_.data_frames_written;
+        const Instant now = monotonic_now();
+        if (self->data_out_++ == 0) self->first_data_ = now;
+        self->last_data_ = now;
       }
       self->outbox_bytes_ -= self->outbox_.front().frame->size();
       self->outbox_.pop_front();
@@ -384,6 +429,12 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   bool gone_ = false;
   uint16_t close_code_ = resume::close_code::normal;
   std::string close_reason_;
+  // For the session record.
+  std::string worker_;       // ?worker= of the upgrade request
+  int64_t lease_epoch_ = 0;  // ?lease_epoch=
+  Instant opened_, first_in_, last_in_, first_data_, last_data_;
+  uint64_t frames_in_ = 0;
+  uint64_t data_out_ = 0;
 };
 
 // One plain HTTP connection: reads requests until it sees an upgrade (then
@@ -765,6 +816,7 @@ void HubServer::Impl::on_client_text(Session& session, std::string_view text, bo
   auto decoded = decode_client_frame(text);
   if (const auto* error = std::get_if<WireError>(&decoded)) return protocol_error(error->message);
   auto& frame = std::get<WireClientFrame>(decoded);
+  session.note_frame_in(now);
   if (auto* subscribe = std::get_if<resume::Subscribe>(&frame)) {
     if (session.subscribed()) return protocol_error("a second subscribe on one connection");
     ++counters_.subscribes;
@@ -785,6 +837,10 @@ void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
     rearm();
   }
   if (by_peer) ++counters_.disconnects;
+  if (sessions_log_.is_open()) {
+    sessions_log_ << session.record(monotonic_now()) << '\n';
+    sessions_log_.flush();
+  }
   sessions_.erase(session.id());  // `session` may be destroyed once its handler returns
 }
 

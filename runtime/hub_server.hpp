@@ -65,6 +65,13 @@ struct HubServerOptions {
   // Serve POST /admin/close-all?code=1012: every subscriber closed with that
   // code while the hub keeps running (a restart's close wave, for labs).
   bool admin = false;
+  // Not empty: a file that gets one JSON line per WebSocket session when it
+  // ends (docs/runtime.md, "Hub session records"): who it was (the worker and
+  // lease epoch a worker puts in its URL's query), and on this machine's
+  // monotonic clock when it opened, subscribed, last sent a frame, got its
+  // first and last Data frame written, and ended. A lab judges ownership from
+  // these, on one clock.
+  std::string sessions_path;
 };
 
 // Counters for /metrics and the tests.

@@ -2,6 +2,8 @@
 // sessions' actions carried out on real sockets.
 #include "runtime/worker.hpp"
 
+#include <cmath>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <variant>
@@ -17,6 +19,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/prometheus.hpp"
 #include "runtime/resume_wire.hpp"
+#include "runtime/sqs_client.hpp"
 #include "runtime/ws_link.hpp"
 
 namespace leaseproof::runtime {
@@ -37,6 +40,64 @@ lease::Clock clock_now() { return lease::Clock{Instant::from_ns(wall_now_ns()), 
 
 using DynamoReply = std::function<void(const dynamo::Result<dynamo::Response>*)>;
 
+// The capacity an operation consumes ("read" or "write"), or nullptr when it
+// takes no ReturnConsumedCapacity.
+const char* capacity_kind(dynamo::Operation operation) {
+  switch (operation) {
+    case dynamo::Operation::get_item:
+    case dynamo::Operation::query:
+      return "read";
+    case dynamo::Operation::put_item:
+    case dynamo::Operation::update_item:
+    case dynamo::Operation::delete_item:
+    case dynamo::Operation::batch_write_item:
+    case dynamo::Operation::transact_write_items:
+      return "write";
+    case dynamo::Operation::create_table:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// Thousandths of a unit; nullopt unless a finite number >= 0.
+std::optional<uint64_t> capacity_milliunits(const nlohmann::json& object, const char* name) {
+  const auto it = object.find(name);
+  if (it == object.end() || !it->is_number()) return std::nullopt;
+  const double units = it->get<double>();
+  if (!std::isfinite(units) || units < 0 || units > 1e12) return std::nullopt;
+  return static_cast<uint64_t>(std::llround(units * 1000));
+}
+
+// Adds an answer's ConsumedCapacity (one object, or a list for the batch and
+// transaction operations) to `out`: ReadCapacityUnits and WriteCapacityUnits
+// to their own kinds when the answer splits them, else CapacityUnits to the
+// operation's kind.
+void add_consumed_capacity(const nlohmann::json& body, const char* kind, std::map<std::string, uint64_t>& out) {
+  const auto capacity = body.find("ConsumedCapacity");
+  if (capacity == body.end()) return;
+  auto add_one = [&](const nlohmann::json& entry) {
+    if (!entry.is_object()) return;
+    const auto read = capacity_milliunits(entry, "ReadCapacityUnits");
+    const auto write = capacity_milliunits(entry, "WriteCapacityUnits");
+    if (read || write) {
+      out["read"] += read.value_or(0);
+      out["write"] += write.value_or(0);
+    } else if (const auto total = capacity_milliunits(entry, "CapacityUnits")) {
+      out[kind] += *total;
+    }
+  };
+  if (capacity->is_array()) {
+    for (const nlohmann::json& entry : *capacity) add_one(entry);
+  } else {
+    add_one(*capacity);
+  }
+}
+
+// "12.345" from 12345 thousandths.
+std::string format_milliunits(uint64_t milliunits) {
+  return fmt::format("{}.{:03}", milliunits / 1000, milliunits % 1000);
+}
+
 }  // namespace
 
 class Worker::Impl : public std::enable_shared_from_this<Impl> {
@@ -56,12 +117,27 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
       dynamo_.push_back(std::make_unique<DynamoHttpClient>(io, options_.dynamo));
     }
     manager_ = std::make_unique<lease::LeaseManager>(options_.lease, options_.worker_id, random_, faults_);
+    counters_.consumed_capacity_milliunits = {{"read", 0}, {"write", 0}};
+    setup_release_notices();
   }
 
   void start() {
-    event("worker.start", {{"algorithm", lease::to_string(options_.lease.algorithm)},
-                           {"expiry", lease::to_string(options_.lease.expiry_mode)}});
+    // The configuration a lab's checker computes the recovery bounds from
+    // (leaseproof check-real), in milliseconds.
+    const lease::LeaseConfig& c = options_.lease;
+    auto ms = [](Duration d) { return d.ns() / 1'000'000; };
+    event("worker.start", {{"algorithm", lease::to_string(c.algorithm)},
+                           {"expiry", lease::to_string(c.expiry_mode)},
+                           {"lease_ms", ms(c.lease_duration)},
+                           {"heartbeat_ms", ms(c.heartbeat_interval)},
+                           {"margin_ms", ms(c.safety_margin)},
+                           {"reconcile_ms", ms(c.reconcile_interval)},
+                           {"reconcile_jitter_ms", ms(c.reconcile_jitter_max)},
+                           {"watch_ms", ms(c.watch_interval)},
+                           {"request_timeout_ms", ms(c.request_timeout)},
+                           {"capacity", c.capacity}});
     run([&](lease::Actions& out) { manager_->start(clock_now(), out); });
+    if (sqs_) poll_releases();
   }
 
   void drain(std::function<void()> done) {
@@ -104,6 +180,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
                             counters_.calls_by_kind);
     append_labelled_counter(out, "leaseproof_worker_closes_total", "Sessions closed, by reason.", "reason",
                             counters_.closes_by_reason);
+    append_release_metrics(out);
     append_labelled_counter(out, "leaseproof_worker_marks_total",
                             "The cores' coverage marks (takeovers, deadline stops, ...).", "name",
              counters_.marks);
@@ -125,7 +202,8 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   // FAKETIME_DONT_FAKE_MONOTONIC=1): labs order events of several workers by it.
   void event(std::string_view name, nlohmann::json fields) {
     fields["t_ms"] = wall_now_ns() / 1'000'000;
-    fields["mono_ms"] = monotonic_now().ns() / 1'000'000;
+    // Microseconds kept: a lab orders these lines against its own acts.
+    fields["mono_ms"] = static_cast<double>(step_at_.value_or(monotonic_now()).ns() / 1'000) / 1e3;
     fields["worker"] = options_.worker_id;
     fields["event"] = name;
     log_(fields.dump());
@@ -140,10 +218,16 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
 
   template <typename Step>
   void run(Step step) {
+    // Every line of one step of the core carries the step's time: what one
+    // call decided (all the sessions a resumed worker finds expired) is one
+    // instant to a lab's checker, as it is to the simulator's.
+    const bool outer = !step_at_;
+    if (outer) step_at_ = monotonic_now();
     lease::Actions actions;
     step(actions);
     apply(actions);
     rearm_lease_timer();
+    if (outer) step_at_.reset();
   }
 
   void rearm_lease_timer() {
@@ -169,8 +253,12 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     ++counters_.dynamo_calls;
     const dynamo::Operation operation = dynamo::operation_of(request);
     DynamoHttpClient& client = *dynamo_[next_client_++ % dynamo_.size()];
-    client.async_call(std::string{dynamo::operation_name(operation)}, dynamo::encode(request),
-                      [weak = weak_from_this(), operation, reply = std::move(reply)](DynamoHttpResult result) {
+    nlohmann::json body = dynamo::encode(request);
+    // The WCU and RCU the fleet costs, from DynamoDB's own count.
+    const char* kind = capacity_kind(operation);
+    if (kind != nullptr && !body.contains("ReturnConsumedCapacity")) body["ReturnConsumedCapacity"] = "TOTAL";
+    client.async_call(std::string{dynamo::operation_name(operation)}, std::move(body),
+                      [weak = weak_from_this(), operation, kind, reply = std::move(reply)](DynamoHttpResult result) {
       auto self = weak.lock();
       if (!self) return;
       if (!result.ok()) {
@@ -178,6 +266,11 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         return reply(nullptr);
       }
       const DynamoHttpResponse& response = result.response();
+      // A failed condition consumes write capacity too (dynalite's answer
+      // carries none; DynamoDB's may).
+      if (kind != nullptr && (response.is_success() || response.error_type() == "ConditionalCheckFailedException")) {
+        add_consumed_capacity(response.body, kind, self->counters_.consumed_capacity_milliunits);
+      }
       if (response.is_success()) {
         const dynamo::Result<dynamo::Response> decoded = dynamo::decode_response(operation, response.body);
         return reply(&decoded);
@@ -210,11 +303,11 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         close_stream(close->connection);
       } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
         event("lease.released", {{"connection", notify->connection}});
+        send_release_notice(notify->connection);
       } else if (std::holds_alternative<lease::DrainComplete>(action)) {
         event("worker.drained", {});
-        asio::post(io_, [weak = weak_from_this()] {
-          if (auto self = weak.lock()) self->finish_drain();
-        });
+        core_drained_ = true;
+        finish_drain_when_sqs_idle();
       } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
         ++counters_.marks[mark->name];
       }
@@ -224,10 +317,224 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
 
   void finish_drain() {
     drain_timer_.cancel();
+    release_timer_.cancel();
     if (auto done = std::move(drained_)) {
       drained_ = nullptr;
       done();
     }
+  }
+
+  // ---- release notices over SQS (worker.hpp) ------------------------------
+
+  void setup_release_notices() {
+    if (options_.sqs_endpoint.empty() != options_.release_queue.empty()) {
+      throw std::invalid_argument(options_.sqs_endpoint.empty() ? "--release-queue: goes with --sqs-endpoint"
+                                                                : "--sqs-endpoint: goes with --release-queue");
+    }
+    if (options_.sqs_endpoint.empty()) return;
+    if (!options_.release_queue.ends_with(".fifo")) {
+      throw std::invalid_argument(fmt::format("--release-queue: '{}' is not a FIFO queue's name (NAME.fifo)",
+                                              options_.release_queue));
+    }
+    if (options_.release_wait.is_negative() || options_.release_wait > kSqsWaitTimeMax ||
+        !(options_.release_wait % Duration::from_s(1)).is_zero()) {
+      throw std::invalid_argument("release_wait: whole seconds, 0..20s");
+    }
+    if (options_.release_poll_interval <= Duration::zero()) throw std::invalid_argument("release_poll_interval: > 0");
+    SqsClientOptions sqs;
+    sqs.endpoint_url = options_.sqs_endpoint;
+    sqs.region = options_.dynamo.region;
+    sqs.credentials = options_.dynamo.credentials;
+    sqs.credentials_source = options_.dynamo.credentials_source;
+    sqs.request_timeout = options_.lease.request_timeout;
+    sqs.receive_wait_max = options_.release_wait;
+    sqs_ = std::make_unique<SqsClient>(io_, std::move(sqs));
+    incarnation_ms_ = wall_now_ns() / 1'000'000;
+  }
+
+  // The next receive (or, before the queue's URL is known, its look-up).
+  void poll_releases_after(Duration delay) {
+    release_timer_.expires_after(to_chrono(delay));
+    release_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self) return;
+      self->poll_releases();
+    });
+  }
+
+  void poll_releases() {
+    if (draining_) return;
+    if (release_queue_url_.empty()) return resolve_release_queue();
+    expire_leases();
+    // Only the notices this worker can act on: at capacity, none (they stay
+    // queued for a worker with room, or until this one has room again).
+    const uint32_t room = manager_->room();
+    if (room == 0) {
+      ++counters_.marks["worker.release_poll_skipped_full"];
+      return poll_releases_after(options_.release_poll_interval);
+    }
+    const SqsReceiveRequest request{std::min(room, kSqsReceiveMessagesMax), options_.release_visibility,
+                                    options_.release_wait};
+    ++sqs_in_flight_;
+    sqs_->receive_message(release_queue_url_, request,
+                          [weak = weak_from_this()](SqsResult<std::vector<SqsMessage>> result) {
+      if (auto self = weak.lock()) self->on_release_notices(result);
+    });
+  }
+
+  void resolve_release_queue() {
+    ++sqs_in_flight_;
+    sqs_->get_queue_url(options_.release_queue, [weak = weak_from_this()](SqsResult<std::string> result) {
+      auto self = weak.lock();
+      if (!self) return;
+      --self->sqs_in_flight_;
+      if (result.ok()) {
+        self->release_queue_url_ = result.value();
+        self->event("release.queue", {{"queue", self->options_.release_queue}, {"url", result.value()}});
+      } else {
+        ++self->counters_.sqs_errors;
+        self->event("release.queue_error",
+                    {{"queue", self->options_.release_queue}, {"error", result.error().describe()}});
+      }
+      if (self->draining_) return self->finish_drain_when_sqs_idle();
+      self->poll_releases_after(result.ok() ? Duration::zero() : self->options_.release_poll_interval);
+    });
+  }
+
+  void on_release_notices(const SqsResult<std::vector<SqsMessage>>& result) {
+    --sqs_in_flight_;
+    expire_leases();
+    if (result.ok()) {
+      for (const SqsMessage& message : result.value()) take_release_notice(message);
+    } else {
+      ++counters_.sqs_errors;
+      event("release.receive_error", {{"error", result.error().describe()}});
+    }
+    if (draining_) return finish_drain_when_sqs_idle();
+    // A non-empty answer may have left more behind, and a long poll's empty
+    // answer means its wait ran out: either way, ask again at once.
+    const bool again = result.ok() && (!result.value().empty() || options_.release_wait > Duration::zero());
+    poll_releases_after(again ? Duration::zero() : options_.release_poll_interval);
+  }
+
+  // Acted on: deleted. Not taken (no room since the receive, draining):
+  // handed back at once for another worker instead of waiting out the
+  // visibility timeout.
+  void take_release_notice(const SqsMessage& message) {
+    ++counters_.release_notices_received;
+    const std::string& connection = message.body;
+    bool taken = false;
+    if (!draining_ && !connection.empty()) {
+      run([&](lease::Actions& out) { taken = manager_->on_released(connection, clock_now(), out); });
+    }
+    nlohmann::json fields = {{"connection", connection}, {"taken", taken},
+                             {"deduplication_id", message.deduplication_id}, {"receive_count", message.receive_count}};
+    if (!taken) fields["reason"] = draining_ ? "draining" : connection.empty() ? "empty" : "no_room";
+    event("release.received", std::move(fields));
+    // An empty notice names nothing: nobody can act on it.
+    if (taken || connection.empty()) {
+      if (taken) ++counters_.release_notices_taken;
+      return settle_release_notice("DeleteMessage", message, [&](SqsDoneHandler done) {
+        sqs_->delete_message(release_queue_url_, message.receipt_handle, std::move(done));
+      });
+    }
+    ++counters_.release_notices_handed_back;
+    settle_release_notice("ChangeMessageVisibility", message, [&](SqsDoneHandler done) {
+      sqs_->change_message_visibility(release_queue_url_, message.receipt_handle, Duration::zero(), std::move(done));
+    });
+  }
+
+  template <typename Start>
+  void settle_release_notice(const char* operation, const SqsMessage& message, Start start) {
+    ++sqs_in_flight_;
+    start([weak = weak_from_this(), operation, connection = message.body](SqsResult<SqsDone> result) {
+      auto self = weak.lock();
+      if (!self) return;
+      --self->sqs_in_flight_;
+      if (!result.ok()) {
+        ++self->counters_.sqs_errors;
+        self->event("release.settle_error",
+                    {{"connection", connection}, {"operation", operation}, {"error", result.error().describe()}});
+      }
+      self->finish_drain_when_sqs_idle();
+    });
+  }
+
+  // Group = connection (a connection's notices stay in order); the
+  // deduplication id names this release (worker, process, count), so only a
+  // resend of the same notice is dropped, never a later release.
+  void send_release_notice(const std::string& connection) {
+    if (!sqs_) return;
+    if (release_queue_url_.empty()) {
+      ++counters_.release_notice_send_errors;
+      event("release.send_error", {{"connection", connection}, {"error", "the release queue's URL is not known yet"}});
+      return;
+    }
+    std::string deduplication_id =
+        fmt::format("{}@{}#{}.{}", connection, options_.worker_id, incarnation_ms_, ++release_notices_);
+    if (deduplication_id.size() > kSqsIdCharsMax) deduplication_id = sha256_hex(deduplication_id);
+    ++sqs_in_flight_;
+    sqs_->send_message(release_queue_url_, SqsSendRequest{connection, deduplication_id, connection},
+                       [weak = weak_from_this(), connection, deduplication_id](SqsResult<SqsSent> result) {
+      auto self = weak.lock();
+      if (!self) return;
+      --self->sqs_in_flight_;
+      if (result.ok()) {
+        ++self->counters_.release_notices_sent;
+        self->event("release.sent", {{"connection", connection}, {"deduplication_id", deduplication_id},
+                                     {"sequence_number", result.value().sequence_number}});
+      } else {
+        ++self->counters_.release_notice_send_errors;
+        self->event("release.send_error", {{"connection", connection}, {"error", result.error().describe()}});
+      }
+      self->finish_drain_when_sqs_idle();
+    });
+  }
+
+  // After the core's DrainComplete: finish once no SQS call is in flight (a
+  // notice being sent, a receive whose messages would otherwise stay
+  // invisible for their visibility timeout). drain_timeout still bounds it.
+  void finish_drain_when_sqs_idle() {
+    if (!core_drained_) return;
+    if (sqs_in_flight_ > 0) {
+      if (!drain_waits_logged_) {
+        drain_waits_logged_ = true;
+        ++counters_.marks["worker.exit_waits_for_sqs"];
+        event("worker.drain_waits_for_sqs", {{"in_flight", sqs_in_flight_}});
+      }
+      return;
+    }
+    asio::post(io_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->finish_drain();
+    });
+  }
+
+  void append_release_metrics(std::string& out) const {
+    out += "# HELP leaseproof_worker_dynamo_consumed_capacity_units_total DynamoDB capacity units consumed "
+           "(ReturnConsumedCapacity TOTAL), by kind.\n"
+           "# TYPE leaseproof_worker_dynamo_consumed_capacity_units_total counter\n";
+    for (const auto& [kind, milliunits] : counters_.consumed_capacity_milliunits) {
+      out += fmt::format("leaseproof_worker_dynamo_consumed_capacity_units_total{{kind=\"{}\"}} {}\n", kind,
+                         format_milliunits(milliunits));
+    }
+    if (!sqs_) return;
+    auto metric = [&](const char* name, const char* help, uint64_t value) {
+      append_metric(out, name, "counter", help, value);
+    };
+    metric("leaseproof_worker_release_notices_sent_total", "Release notices sent to the queue.",
+           counters_.release_notices_sent);
+    metric("leaseproof_worker_release_notice_send_errors_total",
+           "Release notices not sent (or outcome unknown): reconcile finds those connections.",
+           counters_.release_notice_send_errors);
+    metric("leaseproof_worker_release_notices_received_total", "Release notices received.",
+           counters_.release_notices_received);
+    metric("leaseproof_worker_release_notices_taken_total", "Release notices the lease manager acted on.",
+           counters_.release_notices_taken);
+    metric("leaseproof_worker_release_notices_handed_back_total",
+           "Release notices not taken (no room, draining), made visible again for another worker.",
+           counters_.release_notices_handed_back);
+    metric("leaseproof_worker_sqs_errors_total", "Receives, deletes, hand-backs and queue look-ups that failed.",
+           counters_.sqs_errors);
   }
 
   void open_stream(const lease::OpenSession& open) {
@@ -293,6 +600,12 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
       if (auto* connect = std::get_if<resume::Connect>(&action)) {
         if (stream.link) stream.link->drop();
         auto url = parse_ws_url(urls_[connection]);
+        if (auto* parsed = std::get_if<WsUrl>(&url)) {
+          // Names this session in the hub's session records (hub --sessions):
+          // which worker, under which lease epoch.
+          parsed->add_param("worker", options_.worker_id);
+          parsed->add_param("lease_epoch", std::to_string(stream.session->lease_epoch()));
+        }
         if (auto* error = std::get_if<std::string>(&url)) {
           // A lease item whose ws_url this runtime cannot dial: the session
           // sees a dropped connection and backs off.
@@ -395,8 +708,18 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   std::function<void()> drained_;
   std::unordered_map<std::string, Stream> streams_;
   std::unordered_map<std::string, std::string> urls_;
+  std::optional<Instant> step_at_;  // while run() carries out one step of the lease core
   uint64_t generation_ = 0;
   WorkerCounters counters_;
+  // Release notices (null sqs_: none).
+  std::unique_ptr<SqsClient> sqs_;
+  std::string release_queue_url_;  // empty until GetQueueUrl answered
+  asio::steady_timer release_timer_{io_};
+  int64_t incarnation_ms_ = 0;     // this process's start, in its notices' deduplication ids
+  uint64_t release_notices_ = 0;   // sent or attempted by this process
+  uint64_t sqs_in_flight_ = 0;     // SQS calls not answered yet: a drain waits for them
+  bool core_drained_ = false;      // the core said DrainComplete
+  bool drain_waits_logged_ = false;
 };
 
 Worker::Worker(asio::io_context& io, WorkerOptions options, std::function<void(std::string_view)> log)

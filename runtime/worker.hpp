@@ -11,8 +11,16 @@
 // overdue timers: it must stop acting on expired leases before it touches
 // their streams).
 //
-// Release notices (NotifyReleased) go nowhere yet: there is no SQS client, so
-// other workers find released connections by reconcile (docs/runtime.md).
+// Release notices: with an SQS endpoint and a release queue (a FIFO queue),
+// every NotifyReleased becomes a message (group = connection, so notices of
+// one connection stay in order; a deduplication id per release, so a resent
+// notice is dropped), and a receive loop hands each notice it gets to the
+// lease manager, as the simulator's worker model does (models/worker.cpp):
+// long polls, only as many messages as the manager has room for and none at
+// capacity; a notice acted on is deleted, one not taken (no room, draining)
+// is handed back at once (visibility 0) for another worker. A drain waits for
+// its SQS calls in flight (within drain_timeout). Without them, other workers
+// find released connections by reconcile (docs/runtime.md).
 
 #include <cstdint>
 #include <functional>
@@ -40,6 +48,12 @@ struct WorkerOptions {
   std::string hub_override;
   uint64_t seed = 0;  // jitter of renews, reconnects and retries; 0 draws one from the OS
   Duration drain_timeout = Duration::from_s(10);  // SIGTERM: at most this long, then exit anyway
+  // Release notices: both empty = none (reconcile only); both set or neither.
+  std::string sqs_endpoint;   // http://127.0.0.1:PORT
+  std::string release_queue;  // the FIFO queue's name (ends in .fifo); its URL is looked up at start
+  Duration release_wait = Duration::from_s(1);          // a receive's long poll (whole seconds); bounds a drain's wait
+  Duration release_poll_interval = Duration::from_ms(500);  // next receive when at capacity, or after an error
+  Duration release_visibility = Duration::from_s(30);   // a received notice's visibility timeout
 };
 
 struct WorkerCounters {
@@ -53,6 +67,15 @@ struct WorkerCounters {
   std::map<std::string, uint64_t> marks;             // the cores' coverage marks (lease.takeover_expired, ...)
   std::map<std::string, uint64_t> closes_by_reason;
   std::map<std::string, uint64_t> calls_by_kind;     // renew, acquire, ..., sink_record, sink_checkpoint
+  // DynamoDB's ConsumedCapacity (ReturnConsumedCapacity TOTAL), in thousandths
+  // of a capacity unit: "write" and "read".
+  std::map<std::string, uint64_t> consumed_capacity_milliunits;
+  uint64_t release_notices_sent = 0;
+  uint64_t release_notice_send_errors = 0;  // not sent (or outcome unknown): reconcile finds the connection
+  uint64_t release_notices_received = 0;
+  uint64_t release_notices_taken = 0;        // acted on by the lease manager, then deleted
+  uint64_t release_notices_handed_back = 0;  // not taken (no room, draining): visibility 0 for another worker
+  uint64_t sqs_errors = 0;                   // receives, deletes, hand-backs and queue look-ups that failed
 };
 
 class Worker {
@@ -72,7 +95,8 @@ class Worker {
   bool draining() const;
   // Prometheus text: leaseproof_worker_active_connections (the autoscaler's
   // metric), calls by kind, ambiguous outcomes, records, fenced sessions,
-  // closes by reason, the cores' marks (takeovers, deadline stops, ...).
+  // closes by reason, the cores' marks (takeovers, deadline stops, ...),
+  // consumed capacity units by kind, and with release notices their counters.
   std::string metrics_text() const;
 
  private:

@@ -6,6 +6,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/url/parse.hpp>
+#include <boost/url/url.hpp>
 #include <fmt/format.h>
 
 #include "runtime/clock.hpp"
@@ -31,7 +32,15 @@ std::variant<WsUrl, std::string> parse_ws_url(std::string_view text) {
   if (ec) return fmt::format("'{}': host '{}' is not an IP address (or localhost)", text, out.host);
   out.port = url->port_number();
   out.path = url->encoded_path().empty() ? "/" : std::string{url->encoded_path()};
+  out.query = std::string{url->encoded_query()};
   return out;
+}
+
+void WsUrl::add_param(std::string_view name, std::string_view value) {
+  boost::urls::url url;
+  url.set_encoded_query(query);
+  url.params().append({name, value});
+  query = std::string{url.encoded_query()};
 }
 
 class WsLink::Impl : public std::enable_shared_from_this<Impl> {
@@ -49,7 +58,7 @@ class WsLink::Impl : public std::enable_shared_from_this<Impl> {
       if (error) return self->ended(1006);
       beast::error_code ignored;
       beast::get_lowest_layer(self->ws_).socket().set_option(tcp::no_delay(true), ignored);
-      self->ws_.async_handshake(fmt::format("{}:{}", self->url_.host, self->url_.port), self->url_.path,
+      self->ws_.async_handshake(fmt::format("{}:{}", self->url_.host, self->url_.port), self->url_.target(),
                                 [self](beast::error_code error2) {
         if (self->done_) return;
         if (error2) return self->ended(1006);

@@ -17,12 +17,17 @@
 
 namespace leaseproof::runtime {
 
-// "ws://HOST:PORT/PATH" with an IP address (or localhost) and a port; an
-// error names what is wrong.
+// "ws://HOST:PORT/PATH?QUERY" with an IP address (or localhost) and a port;
+// an error names what is wrong.
 struct WsUrl {
   std::string host;
   uint16_t port = 0;
   std::string path = "/";
+  std::string query;  // encoded, without '?'; may be empty
+
+  std::string target() const { return query.empty() ? path : path + "?" + query; }
+  // Appends name=value (value percent-encoded) to the query.
+  void add_param(std::string_view name, std::string_view value);
 };
 std::variant<WsUrl, std::string> parse_ws_url(std::string_view text);
 

@@ -542,4 +542,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   return result;
 }
 
+std::map<properties::GapCause, properties::RecoveryBound> lease_recovery_bounds(const LeaseScenarioOptions& options) {
+  return recovery_bounds(options);
+}
+
 }  // namespace leaseproof::scenarios

@@ -7,6 +7,7 @@
 // bound and liveness (docs/lease-core.md).
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "core/resume/client.hpp"
 #include "core/resume/hub.hpp"
 #include "core/resume/recording.hpp"
+#include "properties/lease_checkers.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios {
@@ -137,5 +139,10 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
 std::string derive_lease_options(std::string_view name, const RunConfig& config, LeaseScenarioOptions& options);
 
 RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config);
+
+// The recovery-time bound of each kind of ownerless gap, term by term, as a
+// run of these options judges it (DESIGN.md section 4); the real-process lab's
+// checker (leaseproof check-real) uses the same.
+std::map<properties::GapCause, properties::RecoveryBound> lease_recovery_bounds(const LeaseScenarioOptions& options);
 
 }  // namespace leaseproof::scenarios

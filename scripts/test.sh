@@ -47,6 +47,7 @@ phase() {
 phase "setup"
 scripts/setup.sh tests
 [[ -x scripts/dynalite.sh ]] && scripts/dynalite.sh install
+scripts/fauxqs.sh install
 
 log=$(mktemp)
 trap 'rm -f "$log"; [[ -x scripts/dynalite.sh ]] && scripts/dynalite.sh stop >/dev/null 2>&1 || true' EXIT

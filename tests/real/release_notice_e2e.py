@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Release notices end to end: two `leaseproof worker` processes, dynalite and fauxqs.
+
+Worker A owns connection c0; A gets SIGTERM and drains: it releases c0 and
+sends a release notice to the FIFO queue. Worker B, whose reconcile interval
+(60 s) is far beyond this test, receives the notice, acts on it and opens c0.
+Passes when B logs release.received (taken) then lease.open for c0 well
+before its lease watch could have found the release (lease + margin -
+heartbeat after it), A drained cleanly having logged release.sent, and B's
+/metrics count the notice and the consumed capacity.
+
+Usage: release_notice_e2e.py LEASEPROOF_BINARY
+Starts everything on 127.0.0.1 itself (dynalite and fauxqs through
+scripts/dynalite.sh and scripts/fauxqs.sh with private state dirs; both must
+be installed: `scripts/dynalite.sh install`, `scripts/fauxqs.sh install`), and
+ends every process it started, also on failure. About 4-12 s (the reconcile
+jitter before worker B's first sweep).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+LEASE_S, HEARTBEAT_S, MARGIN_S = 10, 3, 1
+# The watch finds a released lease at the earliest lease + margin after the
+# last renew, which was at most a heartbeat before the release.
+WATCH_EARLIEST_S = LEASE_S + MARGIN_S - HEARTBEAT_S
+NOTICE_BOUND_S = 3.0  # release -> B's lease.open through the notice
+
+
+def fail(message):
+    raise AssertionError(message)
+
+
+class Processes:
+    """Everything this test started, ended in reverse order by its own PID."""
+
+    def __init__(self, workdir):
+        self.workdir, self.started, self.services = workdir, [], []
+
+    def start(self, name, argv):
+        log_path = os.path.join(self.workdir, f"{name}.log")
+        process = subprocess.Popen(argv, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        process.name, process.log_path = name, log_path
+        self.started.append(process)
+        return process
+
+    def service(self, script, state_variable, name):
+        """dynalite or fauxqs via its script, in a private state dir; returns its endpoint.
+        Not installed: the script's start says which install command to run."""
+        env = dict(os.environ, **{state_variable: os.path.join(self.workdir, name)})
+        self.services.append((script, env))
+        done = subprocess.run([os.path.join(REPO, "scripts", script), "start"], env=env, timeout=60,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"scripts/{script} start failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def stop_all(self):
+        for process in reversed(self.started):
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    pass
+        for script, env in reversed(self.services):
+            subprocess.run([os.path.join(REPO, "scripts", script), "stop"], env=env, timeout=30,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def events(process):
+    out = []
+    with open(process.log_path) as f:
+        for line in f:
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    return out
+
+
+def wait_for(process, predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [e for e in events(process) if predicate(e)]
+        if found:
+            return found[0]
+        if process.poll() is not None:
+            fail(f"{process.name} exited ({process.returncode}) before {what}: {tail(process)}")
+        time.sleep(0.05)
+    fail(f"{process.name}: no {what} within {timeout_s} s: {tail(process)}")
+
+
+def tail(process, lines=8):
+    with open(process.log_path) as f:
+        return " | ".join(f.read().splitlines()[-lines:])
+
+
+def wait_file(path, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and open(path).read().strip():
+            return open(path).read().strip()
+        time.sleep(0.02)
+    fail(f"{path} not written within {timeout_s} s")
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def run(binary, workdir):
+    processes = Processes(workdir)
+    try:
+        dynamo = processes.service("dynalite.sh", "DYNALITE_STATE_DIR", "dynalite")
+        sqs = processes.service("fauxqs.sh", "FAUXQS_STATE_DIR", "fauxqs")
+        hub_port_file = os.path.join(workdir, "hub.port")
+        processes.start("hub", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file])
+        hub_url = f"ws://127.0.0.1:{wait_file(hub_port_file, 10)}/"
+        subprocess.run([binary, "control", "create-tables", "--endpoint", dynamo], check=True, timeout=60,
+                       capture_output=True)
+        subprocess.run([binary, "control", "start", "--endpoint", dynamo, "--connections", "c0", "--url", hub_url],
+                       check=True, timeout=60, capture_output=True)
+        queue_url = subprocess.run([binary, "control", "create-queue", "--sqs-endpoint", sqs, "--queue",
+                                    "releases.fifo"], check=True, timeout=60, capture_output=True,
+                                   text=True).stdout.strip()
+        print(f"release queue: {queue_url}")
+        flags = ["--endpoint", dynamo, "--lease", f"{LEASE_S}s", "--heartbeat", f"{HEARTBEAT_S}s", "--margin",
+                 f"{MARGIN_S}s", "--reconcile", "60s", "--capacity", "1", "--sqs-endpoint", sqs, "--release-queue",
+                 "releases.fifo"]
+
+        a_port_file = os.path.join(workdir, "wa.port")
+        a = processes.start("wa", [binary, "worker", "--worker-id", "wa", "--http", "127.0.0.1:0", "--port-file",
+                                   a_port_file] + flags)
+        wait_for(a, lambda e: e.get("event") == "lease.open" and e.get("connection") == "c0", 20, "lease.open c0")
+        # A found c0 by its reconcile Query (read) and acquired it (a conditional write).
+        a_values = metrics(int(wait_file(a_port_file, 5)))
+        capacity = {kind: float(a_values.get(f'leaseproof_worker_dynamo_consumed_capacity_units_total{{kind="{kind}"}}',
+                                             "0")) for kind in ("write", "read")}
+        if capacity["write"] <= 0 or capacity["read"] <= 0:
+            fail(f"wa's /metrics consumed capacity: {capacity}")
+        print(f"wa /metrics consumed capacity after acquiring c0: {capacity}")
+        b_port_file = os.path.join(workdir, "wb.port")
+        b = processes.start("wb", [binary, "worker", "--worker-id", "wb", "--http", "127.0.0.1:0", "--port-file",
+                                   b_port_file] + flags)
+        wait_for(b, lambda e: e.get("event") == "release.queue", 10, "release.queue (the queue's URL)")
+        # B's first reconcile (after up to 5 s of jitter) must have seen c0
+        # held, so that its next one is 60 s away: only a notice (or, after
+        # WATCH_EARLIEST_S, the watch) can make B acquire c0 in this test.
+        b_status = int(wait_file(b_port_file, 5))
+        deadline = time.monotonic() + 10
+        while int(metrics(b_status).get('leaseproof_worker_calls_total{kind="reconcile"}', "0")) == 0:
+            if time.monotonic() > deadline:
+                fail("wb made no reconcile call within 10 s of its start")
+            time.sleep(0.1)
+        time.sleep(0.5)  # its answer
+        if any(e.get("event") == "lease.open" for e in events(b)):
+            fail("wb opened a lease before wa was stopped")
+
+        terminated = time.monotonic()
+        os.killpg(a.pid, signal.SIGTERM)
+        try:
+            a.wait(15)
+        except subprocess.TimeoutExpired:
+            fail("wa did not exit within 15 s of SIGTERM")
+        drain_s = time.monotonic() - terminated
+        if a.returncode != 0:
+            fail(f"wa exited {a.returncode}: {tail(a)}")
+        a_events = events(a)
+        released = [e for e in a_events if e.get("event") == "lease.released" and e.get("connection") == "c0"]
+        sent = [e for e in a_events if e.get("event") == "release.sent" and e.get("connection") == "c0"]
+        if not released or not sent:
+            fail(f"wa logged lease.released {len(released)}, release.sent {len(sent)}: {tail(a)}")
+
+        opened = wait_for(b, lambda e: e.get("event") == "lease.open" and e.get("connection") == "c0",
+                          WATCH_EARLIEST_S + 5, "lease.open c0")
+        received = [e for e in events(b) if e.get("event") == "release.received" and e.get("connection") == "c0"]
+        if not received or received[0].get("taken") is not True:
+            fail(f"wb did not take a release notice for c0: {received}")
+        if received[0]["mono_ms"] > opened["mono_ms"]:
+            fail("wb opened c0 before it received the notice: the notice did not cause the acquire")
+        if received[0].get("deduplication_id") != sent[0].get("deduplication_id"):
+            fail(f"wb received {received[0].get('deduplication_id')}, wa sent {sent[0].get('deduplication_id')}")
+        latency_s = (opened["mono_ms"] - released[0]["mono_ms"]) / 1000
+        notice_s = (received[0]["mono_ms"] - released[0]["mono_ms"]) / 1000
+        print(f"wa drained in {drain_s:.2f} s; release -> notice received {notice_s:.3f} s, -> wb lease.open "
+              f"{latency_s:.3f} s (bound {NOTICE_BOUND_S} s; the watch would take >= {WATCH_EARLIEST_S} s)")
+        if latency_s > NOTICE_BOUND_S:
+            fail(f"release to wb's lease.open took {latency_s:.3f} s, over {NOTICE_BOUND_S} s")
+
+        values = metrics(b_status)
+        counted = {k: values.get(f"leaseproof_worker_release_notices_{k}_total") for k in ("received", "taken")}
+        if counted != {"received": "1", "taken": "1"}:
+            fail(f"wb's /metrics count notices {counted}")
+        write = float(values.get('leaseproof_worker_dynamo_consumed_capacity_units_total{kind="write"}', "0"))
+        if write <= 0:
+            fail(f"wb's /metrics consumed write capacity {write} after its acquire")
+        print(f"wb /metrics: notices received 1, taken 1; consumed write capacity {write}")
+
+        # B drains too: it releases c0 and sends its own notice, nobody takes it.
+        os.killpg(b.pid, signal.SIGTERM)
+        try:
+            b.wait(15)
+        except subprocess.TimeoutExpired:
+            fail("wb did not exit within 15 s of SIGTERM")
+        if b.returncode != 0 or not any(e.get("event") == "release.sent" for e in events(b)):
+            fail(f"wb exited {b.returncode} without release.sent: {tail(b)}")
+        print("PASS release notice: a drained worker's connection opened by another through SQS")
+    finally:
+        processes.stop_all()
+
+
+def main():
+    if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
+        print("usage: release_notice_e2e.py LEASEPROOF_BINARY", file=sys.stderr)
+        return 2
+    workdir = tempfile.mkdtemp(prefix="leaseproof-release-notice-")
+    try:
+        run(os.path.abspath(sys.argv[1]), workdir)
+    except (AssertionError, RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        print(f"FAIL release notice: {e}\n(logs in {workdir})", file=sys.stderr)
+        return 1
+    if os.environ.get("LEASEPROOF_KEEP"):
+        print(f"(logs in {workdir})")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,617 @@
+// runtime/aws_credentials.hpp: the credential chain against an injected
+// environment, shared files in a temporary directory, and a stub container
+// credentials endpoint on 127.0.0.1. No real HOME, no real AWS. Every wait is
+// bounded.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "runtime/aws_credentials.hpp"
+
+namespace leaseproof::runtime {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using namespace leaseproof::literals;
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A directory of its own per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "leaseproof-credentials-XXXXXX").string();
+    const char* made = mkdtemp(pattern.data());
+    EXPECT_NE(made, nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  // Writes `text` at `relative` (directories made as needed) and returns the full path.
+  std::string write(const std::string& relative, const std::string& text) const {
+    const auto full = std::filesystem::path(path_) / relative;
+    std::filesystem::create_directories(full.parent_path());
+    std::ofstream(full, std::ios::binary) << text;
+    return full.string();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+CredentialsChainOptions with_env(Environment env) {
+  CredentialsChainOptions options;
+  options.environment = std::move(env);
+  return options;
+}
+
+// ---------------------------------------------------------------------------
+// A credentials endpoint on 127.0.0.1 with a thread of its own. Each request
+// gets the next scripted reply; the last one repeats.
+
+struct StubReply {
+  std::string raw;      // bytes written back, then the connection is closed
+  bool silent = false;  // read the request, never answer
+};
+
+StubReply http_reply(int status, const std::string& body) {
+  return StubReply{fmt::format("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+                               "Connection: close\r\n\r\n{}",
+                               status, body.size(), body),
+                   false};
+}
+
+std::string credentials_json(const std::string& key, const std::string& expiration) {
+  return fmt::format(R"({{"AccessKeyId":"{}","SecretAccessKey":"secret-{}","Token":"token-{}","Expiration":"{}"}})",
+                     key, key, key, expiration);
+}
+
+class StubEndpoint {
+ public:
+  explicit StubEndpoint(std::vector<StubReply> replies)
+      : replies_(std::move(replies)), acceptor_(io_, tcp::endpoint{asio::ip::make_address("127.0.0.1"), 0}) {
+    accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~StubEndpoint() {
+    io_.stop();
+    thread_.join();
+  }
+  StubEndpoint(const StubEndpoint&) = delete;
+  StubEndpoint& operator=(const StubEndpoint&) = delete;
+
+  std::string authority() const { return fmt::format("127.0.0.1:{}", acceptor_.local_endpoint().port()); }
+  std::string url(const std::string& path) const { return "http://" + authority() + path; }
+
+  struct Seen {
+    std::string target;
+    std::string authorization;  // "" when absent
+  };
+  std::vector<Seen> seen() const {
+    const std::lock_guard lock(mutex_);
+    return seen_;
+  }
+
+ private:
+  struct Connection {
+    explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+    tcp::socket socket;
+    beast::flat_buffer buffer;
+    http::request<http::string_body> request;
+    std::string reply;
+  };
+
+  void accept() {
+    acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec) return;
+      auto connection = std::make_shared<Connection>(std::move(socket));
+      http::async_read(connection->socket, connection->buffer, connection->request,
+                       [this, connection](boost::system::error_code read_ec, std::size_t) {
+                         if (!read_ec) answer(connection);
+                       });
+      accept();
+    });
+  }
+
+  void answer(const std::shared_ptr<Connection>& connection) {
+    StubReply reply;
+    {
+      const std::lock_guard lock(mutex_);
+      seen_.push_back({std::string(connection->request.target()),
+                       std::string(connection->request[http::field::authorization])});
+      reply = replies_[std::min(seen_.size() - 1, replies_.size() - 1)];
+    }
+    if (reply.silent) {
+      held_.push_back(connection);  // open and unanswered until the stub goes
+      return;
+    }
+    connection->reply = std::move(reply.raw);
+    asio::async_write(connection->socket, asio::buffer(connection->reply),
+                      [connection](boost::system::error_code, std::size_t) {
+                        boost::system::error_code ignored;
+                        connection->socket.shutdown(tcp::socket::shutdown_both, ignored);
+                      });
+  }
+
+  std::vector<StubReply> replies_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<Seen> seen_;
+  std::vector<std::shared_ptr<Connection>> held_;  // stub thread only
+};
+
+// Runs `io` until `done()` or 5 s.
+template <typename Done>
+bool run_until(asio::io_context& io, Done done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done() && std::chrono::steady_clock::now() < give_up) {
+    io.run_for(std::chrono::milliseconds(10));
+    if (io.stopped()) io.restart();
+  }
+  return done();
+}
+
+// ---------------------------------------------------------------------------
+// Environment.
+
+TEST(CredentialsEnvironment, KeyAndSecretWithAndWithoutSessionToken) {
+  auto result = resolve_credentials_blocking(
+      with_env({{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDENV");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "envsecret");
+  EXPECT_EQ(result.value().credentials.session_token, "");
+  EXPECT_EQ(result.value().origin, CredentialsOrigin::environment);
+  EXPECT_FALSE(result.value().expiration_wall_ns.has_value());
+
+  result = resolve_credentials_blocking(with_env(
+      {{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"}, {"AWS_SESSION_TOKEN", "envtoken"}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.session_token, "envtoken");
+}
+
+TEST(CredentialsEnvironment, AKeyIdWithoutItsSecretIsAnErrorNamingTheMissingVariable) {
+  TempDir home;
+  home.write(".aws/credentials", "[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n");
+  auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}, {"AWS_ACCESS_KEY_ID", "AKIDENV"}}));
+  ASSERT_FALSE(result.ok()) << "fell through to the profile: " << result.value().description;
+  EXPECT_TRUE(contains(result.error().detail, "AWS_SECRET_ACCESS_KEY is not")) << result.error().detail;
+
+  result = resolve_credentials_blocking(with_env({{"AWS_SECRET_ACCESS_KEY", "envsecret"}}));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.error().detail, "AWS_ACCESS_KEY_ID is not")) << result.error().detail;
+}
+
+// ---------------------------------------------------------------------------
+// Shared files.
+
+TEST(CredentialsProfile, DefaultProfileFromTheCredentialsFileUnderHome) {
+  TempDir home;
+  home.write(".aws/credentials",
+             "[other]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = othersecret\n"
+             "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = defaultsecret\n"
+             "aws_session_token = defaulttoken\n");
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDDEFAULT");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "defaultsecret");
+  EXPECT_EQ(result.value().credentials.session_token, "defaulttoken");
+  EXPECT_EQ(result.value().origin, CredentialsOrigin::profile);
+  EXPECT_TRUE(contains(result.value().description, "profile 'default'")) << result.value().description;
+}
+
+TEST(CredentialsProfile, NamedProfileFromTheOptionBeatsAwsProfile) {
+  TempDir home;
+  home.write(".aws/credentials",
+             "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = s0\n"
+             "[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = s1\n"
+             "[prod]\naws_access_key_id = AKIDPROD\naws_secret_access_key = s2\n");
+  auto options = with_env({{"HOME", home.path()}, {"AWS_PROFILE", "dev"}});
+  auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDDEV");
+  options.profile = "prod";
+  result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDPROD");
+}
+
+TEST(CredentialsProfile, ConfigFileSectionsAreProfilePrefixedExceptDefault) {
+  TempDir home;
+  home.write(".aws/config",
+             "[default]\naws_access_key_id = AKIDCONFIGDEFAULT\naws_secret_access_key = s0\n"
+             "[ci]\naws_access_key_id = AKIDBARESECTION\naws_secret_access_key = s1\n"
+             "[profile ci]\naws_access_key_id = AKIDCI\naws_secret_access_key = s2\n");
+  auto options = with_env({{"HOME", home.path()}});
+  auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCONFIGDEFAULT");
+  options.profile = "ci";
+  result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCI");  // not the bare [ci]
+  EXPECT_TRUE(contains(result.value().description, ".aws/config")) << result.value().description;
+}
+
+TEST(CredentialsProfile, CredentialsFileBeatsConfigFileForTheSameProfile) {
+  TempDir home;
+  home.write(".aws/config", "[profile dev]\naws_access_key_id = AKIDCONFIG\naws_secret_access_key = configsecret\n"
+                            "aws_session_token = configtoken\n");
+  home.write(".aws/credentials", "[dev]\naws_access_key_id = AKIDCREDS\naws_secret_access_key = credssecret\n");
+  auto options = with_env({{"HOME", home.path()}});
+  options.profile = "dev";
+  const auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCREDS");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "credssecret");
+  EXPECT_EQ(result.value().credentials.session_token, "");  // never mixed in from the config file
+}
+
+TEST(CredentialsProfile, CommentsWhitespaceAndCaseAreHandled) {
+  TempDir home;
+  home.write(".aws/credentials",
+             "# a comment\r\n"
+             "; another comment\r\n"
+             "\r\n"
+             "  [  default  ]   # trailing comment\r\n"
+             "\tAWS_Access_Key_ID\t=   AKIDSPACED   \r\n"
+             "aws_secret_access_key=tight ; inline comment\r\n"
+             "s3 =\r\n"
+             "  aws_session_token = not-a-token-but-a-sub-property\r\n"
+             "#aws_session_token = commented-out\r\n");
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDSPACED");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "tight");
+  EXPECT_EQ(result.value().credentials.session_token, "");
+}
+
+TEST(CredentialsProfile, VariablesNameTheFilesInsteadOfHome) {
+  TempDir dir;
+  const auto credentials = dir.write("elsewhere/creds.ini", "[default]\naws_access_key_id = AKIDVAR\n"
+                                                            "aws_secret_access_key = s\n");
+  dir.write("home/.aws/credentials", "[default]\naws_access_key_id = AKIDHOME\naws_secret_access_key = s\n");
+  const auto result = resolve_credentials_blocking(
+      with_env({{"HOME", dir.path() + "/home"}, {"AWS_SHARED_CREDENTIALS_FILE", credentials}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDVAR");
+}
+
+TEST(CredentialsProfile, MissingFilesAndNoSourceGiveAnErrorListingWhatWasTried) {
+  TempDir home;  // empty: no .aws at all
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}}));
+  ASSERT_FALSE(result.ok()) << result.value().description;
+  const auto& detail = result.error().detail;
+  EXPECT_TRUE(contains(detail, "no AWS credentials found")) << detail;
+  EXPECT_TRUE(contains(detail, "AWS_ACCESS_KEY_ID not set")) << detail;
+  EXPECT_TRUE(contains(detail, "profile 'default'")) << detail;
+  EXPECT_TRUE(contains(detail, home.path() + "/.aws/credentials (no such file)")) << detail;
+  EXPECT_TRUE(contains(detail, home.path() + "/.aws/config (no such file)")) << detail;
+  EXPECT_TRUE(contains(detail, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) << detail;
+
+  const auto without_home = resolve_credentials_blocking(with_env({}));
+  ASSERT_FALSE(without_home.ok());
+  EXPECT_TRUE(contains(without_home.error().detail, "HOME")) << without_home.error().detail;
+}
+
+TEST(CredentialsProfile, ANamedProfileThatIsNowhereIsAnErrorNamingProfileAndFiles) {
+  TempDir home;
+  const auto credentials = home.write(".aws/credentials", "[default]\naws_access_key_id = A\naws_secret_access_key = s\n");
+  const auto config = home.write(".aws/config", "[profile other]\nregion = eu-west-1\n");
+  auto options = with_env({{"HOME", home.path()}, {"AWS_PROFILE", "staging"}});
+  const auto result = resolve_credentials_blocking(options);
+  ASSERT_FALSE(result.ok()) << "fell back to " << result.value().description;
+  EXPECT_TRUE(contains(result.error().detail, "profile 'staging' not found")) << result.error().detail;
+  EXPECT_TRUE(contains(result.error().detail, credentials)) << result.error().detail;
+  EXPECT_TRUE(contains(result.error().detail, config)) << result.error().detail;
+}
+
+TEST(CredentialsProfile, AKeyIdWithoutItsSecretInAProfileIsAnError) {
+  TempDir home;
+  home.write(".aws/credentials", "[default]\naws_access_key_id = AKIDALONE\n");
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}}));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.error().detail, "no aws_secret_access_key")) << result.error().detail;
+}
+
+// ---------------------------------------------------------------------------
+// Region.
+
+TEST(CredentialsRegion, AwsRegionThenAwsDefaultRegionThenTheProfileThenUsEast1) {
+  TempDir home;
+  home.write(".aws/config", "[default]\nregion = eu-central-1\n[profile dev]\nregion = ap-south-1\n");
+  Environment env{{"HOME", home.path()}, {"AWS_REGION", "us-west-2"}, {"AWS_DEFAULT_REGION", "eu-west-1"}};
+  EXPECT_EQ(resolve_region(with_env(env)), "us-west-2");
+  env.erase("AWS_REGION");
+  EXPECT_EQ(resolve_region(with_env(env)), "eu-west-1");
+  env.erase("AWS_DEFAULT_REGION");
+  EXPECT_EQ(resolve_region(with_env(env)), "eu-central-1");
+  env["AWS_PROFILE"] = "dev";
+  EXPECT_EQ(resolve_region(with_env(env)), "ap-south-1");
+  auto options = with_env(env);
+  options.profile = "nowhere";
+  EXPECT_EQ(resolve_region(options), "us-east-1");
+  EXPECT_EQ(resolve_region(with_env({})), "us-east-1");
+}
+
+// ---------------------------------------------------------------------------
+// Container endpoint.
+
+TEST(CredentialsContainer, FullUriWithAuthorizationTokenFromTheVariable) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDCONTAINER", "2030-01-02T03:04:05Z"))});
+  const auto result = resolve_credentials_blocking(with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/v2/creds?a=1")},
+                                                             {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "Basic abc123"}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCONTAINER");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "secret-AKIDCONTAINER");
+  EXPECT_EQ(result.value().credentials.session_token, "token-AKIDCONTAINER");
+  EXPECT_EQ(result.value().origin, CredentialsOrigin::container);
+  ASSERT_TRUE(result.value().expiration_wall_ns.has_value());
+  EXPECT_EQ(*result.value().expiration_wall_ns, *parse_iso8601_ns("2030-01-02T03:04:05Z"));
+  const auto seen = stub.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].target, "/v2/creds?a=1");
+  EXPECT_EQ(seen[0].authorization, "Basic abc123");
+}
+
+TEST(CredentialsContainer, TokenFileBeatsTokenVariableAndIsTrimmed) {
+  TempDir dir;
+  const auto token_file = dir.write("token", "eks-pod-identity-token\n");
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDEKS", "2030-01-02T03:04:05Z"))});
+  const auto result = resolve_credentials_blocking(with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")},
+                                                             {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "from-variable"},
+                                                             {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", token_file}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  const auto seen = stub.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].authorization, "eks-pod-identity-token");
+
+  const auto missing = resolve_credentials_blocking(with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")},
+                                                              {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir.path() + "/nope"}}));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(contains(missing.error().detail, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")) << missing.error().detail;
+  EXPECT_EQ(stub.seen().size(), 1u);  // no request without the token
+}
+
+TEST(CredentialsContainer, RelativeUriGoesToTheContainerHostAndBeatsFullUri) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDECS", "2030-01-02T03:04:05Z"))});
+  auto options = with_env({{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/guid"},
+                           {"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/never"}});
+  options.container_host = stub.authority();
+  const auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDECS");
+  const auto seen = stub.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].target, "/v2/credentials/guid");
+  EXPECT_EQ(seen[0].authorization, "");
+}
+
+TEST(CredentialsContainer, FullUriMustBePlainHttpToALoopbackOrContainerAddress) {
+  for (const std::string uri : {"http://10.1.2.3/creds", "http://169.254.169.254/latest", "https://127.0.0.1/creds",
+                                "ftp://127.0.0.1/creds", "not a url"}) {
+    const auto result = resolve_credentials_blocking(with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", uri}}));
+    ASSERT_FALSE(result.ok()) << uri;
+    EXPECT_TRUE(contains(result.error().detail, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) << result.error().detail;
+  }
+}
+
+TEST(CredentialsContainer, EveryMalformedAnswerIsAnErrorNamingWhatWasWrong) {
+  struct Case {
+    StubReply reply;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {http_reply(500, "internal error"), "HTTP 500"},
+      {http_reply(404, ""), "HTTP 404"},
+      {http_reply(200, "<html>hello</html>"), "not JSON"},
+      {http_reply(200, "[1,2,3]"), "not a JSON object"},
+      {http_reply(200, R"({"AccessKeyId":"A","SecretAccessKey":"S","Expiration":"2030-01-01T00:00:00Z"})"), "no Token"},
+      {http_reply(200, R"({"AccessKeyId":7,"SecretAccessKey":"S","Token":"T","Expiration":"2030-01-01T00:00:00Z"})"),
+       "AccessKeyId is not"},
+      {http_reply(200, R"({"AccessKeyId":"A","SecretAccessKey":"S","Token":"T","Expiration":"tomorrow"})"),
+       "Expiration 'tomorrow'"},
+      {http_reply(200, R"({"AccessKeyId":"A","SecretAccessKey":"S","Token":"T","Expiration":"2030-02-30T00:00:00Z"})"),
+       "Expiration"},
+      {http_reply(200, std::string(100, '[') + std::string(100, ']')), "levels deep"},
+      {http_reply(200, std::string(70 * 1024, ' ')), "larger than"},
+      {StubReply{"garbage that is not HTTP\r\n\r\n", false}, "no complete HTTP answer"},
+  };
+  for (const auto& c : cases) {
+    StubEndpoint stub({c.reply});
+    const auto result =
+        resolve_credentials_blocking(with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")}}));
+    ASSERT_FALSE(result.ok()) << c.expected;
+    EXPECT_TRUE(contains(result.error().detail, c.expected)) << "expected '" << c.expected << "' in "
+                                                            << result.error().detail;
+    EXPECT_TRUE(contains(result.error().detail, stub.url("/creds"))) << result.error().detail;
+  }
+}
+
+TEST(CredentialsContainer, ASilentServerIsATimeoutError) {
+  StubEndpoint stub({StubReply{"", true}});
+  auto options = with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")}});
+  options.container_timeout = 300_ms;
+  const auto started = std::chrono::steady_clock::now();
+  const auto result = resolve_credentials_blocking(options);
+  const auto took = std::chrono::steady_clock::now() - started;
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.error().detail, "no answer within 300ms")) << result.error().detail;
+  EXPECT_GE(took, std::chrono::milliseconds(290));
+  EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+TEST(CredentialsContainer, ARefusedConnectionIsAnError) {
+  uint16_t closed_port = 0;
+  {
+    asio::io_context io;
+    tcp::acceptor acceptor(io, tcp::endpoint{asio::ip::make_address("127.0.0.1"), 0});
+    closed_port = acceptor.local_endpoint().port();
+  }
+  const auto result = resolve_credentials_blocking(
+      with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", fmt::format("http://127.0.0.1:{}/creds", closed_port)}}));
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.error().detail, "cannot connect")) << result.error().detail;
+}
+
+// ---------------------------------------------------------------------------
+// Refresh, with the wall clock held just before the first Expiration.
+
+constexpr std::string_view first_expiration = "2030-01-01T00:00:00Z";
+
+CredentialsChainOptions refreshing_options(const StubEndpoint& stub) {
+  auto options = with_env({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")}});
+  const int64_t expiration = *parse_iso8601_ns(first_expiration);
+  // 400 ms before expiry, less than twice the margin: refresh after half, 200 ms.
+  options.wall_clock_ns = [expiration] { return expiration - 400'000'000; };
+  options.retry_delay_initial = 50_ms;
+  options.retry_delay_max = 100_ms;
+  options.jitter_seed = 7;
+  return options;
+}
+
+TEST(CredentialsRefresh, TheSourceHandsOutTheNewKeyAfterARefresh) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDFIRST", std::string(first_expiration))),
+                     http_reply(200, credentials_json("AKIDSECOND", "2030-01-02T00:00:00Z"))});
+  asio::io_context io;
+  CredentialsChain chain(io, refreshing_options(stub));
+  const CredentialsSource source = chain.source();
+  EXPECT_EQ(source().access_key_id, "");  // nothing before the first success
+  std::optional<CredentialsResult> first;
+  chain.start([&first](const CredentialsResult& result) { first.emplace(result); });
+  ASSERT_TRUE(run_until(io, [&] { return first.has_value(); }));
+  ASSERT_TRUE(first->ok()) << first->error().detail;
+  EXPECT_EQ(source().access_key_id, "AKIDFIRST");
+  EXPECT_EQ(source().session_token, "token-AKIDFIRST");
+  ASSERT_TRUE(run_until(io, [&] { return source().access_key_id == "AKIDSECOND"; })) << source().access_key_id;
+  EXPECT_EQ(source().secret_access_key, "secret-AKIDSECOND");
+  EXPECT_EQ(chain.stats().refreshes_succeeded, 1u);
+  EXPECT_EQ(chain.stats().refreshes_failed, 0u);
+  // The second key expires a day later: no further refresh for a while.
+  io.run_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(stub.seen().size(), 2u);
+}
+
+TEST(CredentialsRefresh, AFailedRefreshKeepsTheOldCredentialsAndIsRetried) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDFIRST", std::string(first_expiration))),
+                     http_reply(503, "try later"), http_reply(200, "not json"),
+                     http_reply(200, credentials_json("AKIDSECOND", "2030-01-02T00:00:00Z"))});
+  asio::io_context io;
+  CredentialsChain chain(io, refreshing_options(stub));
+  const CredentialsSource source = chain.source();
+  bool resolved = false;
+  chain.start([&resolved](const CredentialsResult&) { resolved = true; });
+  ASSERT_TRUE(run_until(io, [&] { return chain.stats().refreshes_failed >= 1; }));
+  EXPECT_EQ(source().access_key_id, "AKIDFIRST");
+  EXPECT_TRUE(contains(chain.stats().last_refresh_error, "HTTP 503")) << chain.stats().last_refresh_error;
+  ASSERT_TRUE(run_until(io, [&] { return source().access_key_id == "AKIDSECOND"; })) << source().access_key_id;
+  EXPECT_TRUE(resolved);
+  EXPECT_EQ(chain.stats().refreshes_failed, 2u);
+  EXPECT_EQ(chain.stats().refreshes_succeeded, 1u);
+  EXPECT_EQ(chain.stats().last_refresh_error, "");
+  EXPECT_EQ(stub.seen().size(), 4u);
+}
+
+TEST(CredentialsRefresh, ASourceOutlivesItsChainWithTheLastValue) {
+  CredentialsSource source;
+  {
+    asio::io_context io;
+    CredentialsChain chain(io, with_env({{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "s"}}));
+    source = chain.source();
+    bool resolved = false;
+    chain.start([&resolved](const CredentialsResult&) { resolved = true; });
+    ASSERT_TRUE(run_until(io, [&] { return resolved; }));
+  }
+  EXPECT_EQ(source().access_key_id, "AKIDENV");
+}
+
+// ---------------------------------------------------------------------------
+// Precedence across the chain.
+
+TEST(CredentialsChainOrder, EnvironmentBeatsProfileBeatsContainer) {
+  TempDir home;
+  home.write(".aws/credentials", "[default]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = s\n");
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDCONTAINER", "2030-01-02T03:04:05Z"))});
+  Environment env{{"HOME", home.path()},
+                  {"AWS_ACCESS_KEY_ID", "AKIDENV"},
+                  {"AWS_SECRET_ACCESS_KEY", "s"},
+                  {"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")}};
+  auto result = resolve_credentials_blocking(with_env(env));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDENV");
+  env.erase("AWS_ACCESS_KEY_ID");
+  env.erase("AWS_SECRET_ACCESS_KEY");
+  result = resolve_credentials_blocking(with_env(env));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDPROFILE");
+  std::filesystem::remove(home.path() + "/.aws/credentials");
+  result = resolve_credentials_blocking(with_env(env));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCONTAINER");
+  EXPECT_EQ(stub.seen().size(), 1u);  // asked only when nothing came before it
+}
+
+TEST(CredentialsChainOrder, AProfileWithoutKeysFallsThroughToTheContainer) {
+  TempDir home;
+  home.write(".aws/config", "[default]\nregion = eu-west-1\n");
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDCONTAINER", "2030-01-02T03:04:05Z"))});
+  const auto result = resolve_credentials_blocking(
+      with_env({{"HOME", home.path()}, {"AWS_CONTAINER_CREDENTIALS_FULL_URI", stub.url("/creds")}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDCONTAINER");
+}
+
+// ---------------------------------------------------------------------------
+// The pure pieces.
+
+TEST(CredentialsTime, Iso8601ParsesUtcFractionsAndOffsetsAndRejectsTheRest) {
+  EXPECT_EQ(parse_iso8601_ns("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(parse_iso8601_ns("1970-01-01T00:00:01.5Z"), 1'500'000'000);
+  EXPECT_EQ(parse_iso8601_ns("2016-02-25T06:03:31Z"), int64_t{1456380211} * 1'000'000'000);
+  EXPECT_EQ(parse_iso8601_ns("2016-02-25T07:03:31+01:00"), parse_iso8601_ns("2016-02-25T06:03:31Z"));
+  EXPECT_EQ(parse_iso8601_ns("2016-02-25T05:33:31-00:30"), parse_iso8601_ns("2016-02-25T06:03:31Z"));
+  EXPECT_EQ(parse_iso8601_ns("2024-02-29T00:00:00.000000001Z"), *parse_iso8601_ns("2024-02-29T00:00:00Z") + 1);
+  for (const char* bad : {"", "2016-02-25", "2016-02-25T06:03:31", "2016-02-25 06:03:31Z", "2023-02-29T00:00:00Z",
+                          "2016-13-01T00:00:00Z", "2016-02-25T24:00:00Z", "2016-02-25T06:03:31.Z",
+                          "2016-02-25T06:03:31Zjunk", "9999-12-31T23:59:59Z", "1969-12-31T23:59:59Z"}) {
+    EXPECT_FALSE(parse_iso8601_ns(bad).has_value()) << bad;
+  }
+}
+
+TEST(CredentialsTime, RefreshFiveMinutesBeforeOrAtHalfTheTimeLeft) {
+  CredentialsChainOptions options;
+  const int64_t now = 1'000'000'000'000;
+  const auto at = [now](Duration d) { return now + d.ns(); };
+  EXPECT_EQ(credentials_refresh_delay(at(60_min), now, options), 55_min);
+  EXPECT_EQ(credentials_refresh_delay(at(10_min), now, options), 5_min);
+  EXPECT_EQ(credentials_refresh_delay(at(6_min), now, options), 3_min);
+  EXPECT_EQ(credentials_refresh_delay(at(100_ms), now, options), options.refresh_delay_min);
+  EXPECT_EQ(credentials_refresh_delay(at(-1_min), now, options), options.refresh_delay_min);  // already expired
+}
+
+}  // namespace
+}  // namespace leaseproof::runtime
