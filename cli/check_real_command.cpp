@@ -168,7 +168,8 @@ std::optional<lease::LeaseConfig> configuration(const std::vector<Record>& recor
       config = c;
       first = text;
     } else if (text != first) {
-      problems.push_back(fmt::format("workers configured differently: '{}' and '{}'", first, text));
+      problems.push_back(fmt::format("workers configured differently: '{}' and '{}' (the bounds are the first one's)",
+                                     first, text));
     }
   }
   return config;

@@ -418,7 +418,7 @@ int main(int argc, char** argv) {
     if (worker->parsed()) return leaseproof::cli::worker_command(worker_args);
     if (check_real->parsed()) return leaseproof::cli::check_real_command(check_real_args);
     if (control.create_tables->parsed() || control.start->parsed() || control.stop->parsed() ||
-        control.create_queue->parsed()) {
+        control.create_queue->parsed() || control.owners->parsed()) {
       return leaseproof::cli::control_command(control, control_args);
     }
   } catch (const UsageError& e) {

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -11,10 +12,13 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
+#include "base/lex_compare.hpp"
+#include "core/lease/config.hpp"
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
 #include "runtime/aws_credentials.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/dynamo_http_client.hpp"
 #include "runtime/sqs_client.hpp"
 #include "runtime/status_server.hpp"
@@ -142,6 +146,80 @@ std::string call(runtime::BlockingDynamoHttpClient& client, const dynamo::Reques
   const std::string type = result.response().error_type();
   if (exists_ok && type == "ResourceInUseException") return {};
   return fmt::format("{} ({})", type, result.response().body.dump());
+}
+
+// `control owners`: every lease item, read with a consistent Scan, page by
+// page (a Scan's answer has a Query's shape: Items, Count, LastEvaluatedKey).
+int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::LeaseConfig& config, bool json) {
+  std::vector<lease::LeaseView> leases;
+  nlohmann::json request{{"TableName", config.table.name}, {"ConsistentRead", true}};
+  constexpr size_t pages_max = 10'000;  // 1 MB pages: far beyond any table this is for
+  for (size_t page = 0;; ++page) {
+    if (page == pages_max) {
+      fmt::print(stderr, "leaseproof control: owners: more than {} pages; stopped\n", pages_max);
+      return kExitFailed;
+    }
+    const runtime::DynamoHttpResult result = client.call("Scan", request);
+    if (!result.ok()) {
+      fmt::print(stderr, "leaseproof control: Scan {}: {}: {}\n", config.table.name,
+                 runtime::to_string(result.error().kind), result.error().detail);
+      return kExitFailed;
+    }
+    if (!result.response().is_success()) {
+      fmt::print(stderr, "leaseproof control: Scan {}: {} ({})\n", config.table.name, result.response().error_type(),
+                 result.response().body.dump());
+      return kExitFailed;
+    }
+    const dynamo::Result<dynamo::Response> decoded =
+        dynamo::decode_response(dynamo::Operation::query, result.response().body);
+    if (!decoded.ok()) {
+      fmt::print(stderr, "leaseproof control: Scan {}: an answer that is not a Scan's: {}\n", config.table.name,
+                 decoded.error().message);
+      return kExitFailed;
+    }
+    const auto& answer = std::get<dynamo::QueryResponse>(decoded.value());
+    for (const dynamo::Item& item : answer.items.value_or(std::vector<dynamo::Item>{})) {
+      if (auto view = lease::parse_lease(item)) leases.push_back(std::move(*view));
+    }
+    if (!answer.last_evaluated_key) break;
+    request["ExclusiveStartKey"] = result.response().body["LastEvaluatedKey"];
+  }
+  std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return LexLess{}(a.connection, b.connection); });
+  const int64_t now_ms = runtime::wall_now_ns() / 1'000'000;
+  std::map<std::string, size_t> by_owner;
+  size_t started = 0, held = 0;
+  if (!json) {
+    print_line(fmt::format("{:<24} {:<8} {:<16} {:>6} {:>10} {:>8} {}", "connection", "state", "owner", "epoch",
+                           "expires_in", "counter", "checkpoint"));
+  }
+  for (const lease::LeaseView& v : leases) {
+    const bool live = !v.owner.empty() && v.expires_at_ms > now_ms;
+    started += v.desired_state == "STARTED";
+    if (live) {
+      ++held;
+      ++by_owner[v.owner];
+    }
+    const std::string expires = v.owner.empty() ? "-" : fmt::format("{:.1f}s", (v.expires_at_ms - now_ms) / 1e3);
+    if (json) {
+      print_line(nlohmann::json{{"connection", v.connection}, {"desired_state", v.desired_state}, {"owner", v.owner},
+                                {"lease_epoch", v.epoch}, {"expires_at_ms", v.expires_at_ms},
+                                {"expires_in_ms", v.owner.empty() ? 0 : v.expires_at_ms - now_ms},
+                                {"lease_counter", v.counter}, {"stream_epoch", v.stream_epoch},
+                                {"last_seq", v.last_seq}, {"ws_url", v.ws_url}}
+                     .dump());
+    } else {
+      print_line(fmt::format("{:<24} {:<8} {:<16} {:>6} {:>10} {:>8} {}:{}", v.connection, v.desired_state,
+                             v.owner.empty() ? "-" : v.owner, v.epoch, expires, v.counter, v.stream_epoch, v.last_seq));
+    }
+  }
+  if (!json) {
+    std::string owners;
+    for (const auto& [owner, count] : by_owner) owners += fmt::format("{}{} {}", owners.empty() ? "" : ", ", owner, count);
+    print_line(fmt::format("control: {} connections, {} STARTED, {} held by a lease not yet expired by this machine's "
+                           "wall clock{}{}",
+                           leases.size(), started, held, owners.empty() ? "" : ": ", owners));
+  }
+  return 0;
 }
 
 }  // namespace
@@ -285,7 +363,10 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   create_queue->add_option("--visibility", args.sqs.visibility, "The queue's default visibility timeout")
       ->capture_default_str();
   commands.create_queue = create_queue;
-  for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop}) {
+  commands.owners = control->add_subcommand(
+      "owners", "List every connection: desired state, owner, lease epoch, expiry, stream checkpoint (a consistent Scan)");
+  commands.owners->add_flag("--json", args.json, "One JSON object per connection instead of a table");
+  for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop, commands.owners}) {
     add_endpoint_flags(sub, args.endpoint);
     sub->add_option("--algorithm", args.algorithm,
                     "The workers' algorithm: core, or seed (the articles' GSI and item shape)")
@@ -306,6 +387,7 @@ int control_command(const ControlCommands& commands, const ControlArgs& args) {
   runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
   lease::LeaseConfig config = lease_config(args.endpoint);
   config.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
+  if (commands.owners->parsed()) return owners_command(client, config, args.json);
   if (commands.create_tables->parsed()) {
     resume::SinkTable sink;
     sink.name = args.endpoint.sink_table;

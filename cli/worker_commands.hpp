@@ -51,6 +51,7 @@ struct ControlArgs {
   std::string url;          // ws_url of started connections
   std::string algorithm = "core";  // the table's index and the items' shape follow it
   SqsArgs sqs;                     // create-queue
+  bool json = false;               // owners: one JSON object per connection
 };
 
 struct ControlCommands {
@@ -58,6 +59,7 @@ struct ControlCommands {
   CLI::App* start = nullptr;
   CLI::App* stop = nullptr;
   CLI::App* create_queue = nullptr;
+  CLI::App* owners = nullptr;
 };
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args);

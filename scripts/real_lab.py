@@ -418,8 +418,18 @@ def main():
             problems.append(f"/healthz answered {health}")
         if renews == 0:
             problems.append("no renew counted after 3 s of ownership")
+        # control owners: the lease table's owners agree with the workers' logs.
+        listed = subprocess.run([args.binary, "control", "owners", "--endpoint", endpoint, "--json"], check=True,
+                                capture_output=True, text=True, timeout=60).stdout.splitlines()
+        table_owners = {row["connection"]: row["owner"] for row in map(json.loads, listed)
+                        if row["owner"] and row["expires_in_ms"] > 0}
+        log_owners = {c: o[0] for c, o in owners(workers).items()}
+        if table_owners != log_owners:
+            problems.append(f"control owners lists {len(table_owners)} held connections, the logs {len(log_owners)}; "
+                            f"differing: {sorted(set(table_owners.items()) ^ set(log_owners.items()))[:4]}")
         failed += report(problems, f"metrics: w1's /metrics: {active} active connections (its log: {logged}), {renews} renews, "
-              f"{values.get('leaseproof_worker_records_total', '?')} records; /healthz {health}")
+              f"{values.get('leaseproof_worker_records_total', '?')} records; /healthz {health}; control owners "
+              f"lists {len(table_owners)} held, as the logs say: {table_owners == log_owners}")
 
         # crash: kill -9 the worker owning the most.
         held = owners(workers)
