@@ -182,7 +182,17 @@ int sweep_command(const SweepArgs& args) {
   if (shard) {
     fmt::print("shard {}/{}: raw records only; combine every shard with: leaseproof report merge --out DIR SHARD_DIR...\n",
                shard->index, shard->count);
-    return write_or_fail(args.out, report::render_reports(data));
+    const int status = write_or_fail(args.out, report::render_reports(data));
+    // A full report in this folder described another run: its files would
+    // sit beside this shard's sweep.json as if they were its own.
+    for (const char* name : {"sweep.csv", "sweep.md", "sweep.html"}) {
+      const std::filesystem::path stale = std::filesystem::path{args.out} / name;
+      std::error_code ignored;
+      if (status == 0 && std::filesystem::remove(stale, ignored)) {
+        fmt::print("removed {}: a full report of an earlier run, not this shard's\n", stale.string());
+      }
+    }
+    return status;
   }
   const report::SweepSummary summary = report::summarize(data);
   print_findings(summary);

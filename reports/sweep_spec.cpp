@@ -202,6 +202,18 @@ void check_axis_values(const SweepSpec& spec, const SweepAxis& axis, std::string
     }
     return;
   }
+  // A value that is wrong on its own (a number where a duration goes, a
+  // duration out of its range) is bad input, not an invalid cell: only
+  // values that are valid alone can be invalid in combination.
+  if (const auto preset = scenarios::lease_preset(spec.scenario, spec.first_seed, spec.duration)) {
+    for (size_t i = 0; i < axis.values.size(); ++i) {
+      scenarios::LeaseScenarioOptions options = *preset;
+      const std::string alone = scenarios::apply_parameters(nlohmann::json{{axis.name, axis.values[i]}}, options);
+      if (!alone.empty() && !names_unknown_field(alone)) {
+        fail(fmt::format("{} ({}).values[{}]: {}", where, axis.name, i, alone));
+      }
+    }
+  }
   nlohmann::json parameters = spec.base;
   parameters[axis.name] = axis.values.front();
   const std::string error = validate_parameters(spec, parameters);

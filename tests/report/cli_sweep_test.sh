@@ -35,6 +35,9 @@ case $case_name in
     spec_with "d['axes'][1]['values'] = []"
     expect_usage_error "empty grid" "spec axes[1] (fast_worker_offset): no values: the grid would be empty" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"
+    spec_with "d['axes'][0]['values'] = ['core', 5]"
+    expect_usage_error "wrong type" "spec axes[0] (algorithm).values[1]: algorithm: expected \"core\" or \"seed\", got 5" \
+      sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['seed_count'] = 3"
     expect_usage_error "unknown field" "spec seed_count: unknown field" sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['prices'] = [{'preset': 'articles', 'on_demand_read_per_million': -0.25}]"
@@ -79,6 +82,10 @@ case $case_name in
       cmp -s "$dir/whole/$f" "$dir/merged/$f" || fail "$f: merged shards differ from the unsharded run"
     done
     [ -z "$(ls -A "$dir/merged" | grep '\.tmp$')" ] || fail "temporary files left"
+    # A shard written over a full report leaves only its own sweep.json.
+    "$bin" sweep --spec "$spec" --shard 1/3 --jobs 1 --out "$dir/whole" > "$dir/over.out" || fail "shard over a report failed"
+    [ "$(ls -A "$dir/whole")" = "sweep.json" ] || fail "stale full-report files beside a shard: $(ls -A "$dir/whole")"
+    grep -q '^removed .*sweep.html: a full report of an earlier run' "$dir/over.out" || fail "the removal is not said"
     ;;
   specs)
     # Every spec in sweeps/ parses and runs (one pair of it: shard 1 of as many as it has cells).

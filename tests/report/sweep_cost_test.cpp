@@ -111,6 +111,25 @@ TEST(SweepSpec, InvalidCellsAreReportedWithTheScenariosMessage) {
   EXPECT_NE(cells[2].invalid.find("heartbeat"), std::string::npos) << cells[2].invalid;
 }
 
+// A value wrong on its own (a number where a duration goes) is bad input,
+// refused before any work with the axis and the value named; it used to make
+// an invalid cell, reported only inside the sweep's report (exit 0).
+TEST(SweepSpec, AValueOfTheWrongTypeIsBadInputNotAnInvalidCell) {
+  nlohmann::json json = nlohmann::json::parse(R"({
+    "scenario": "lease-crash", "duration": "20s", "seeds": 1,
+    "axes": [{"name": "heartbeat", "values": ["5s"]}, {"name": "lease", "values": ["20s", 5]}]
+  })");
+  try {
+    (void)parse_sweep_spec(json);
+    ADD_FAILURE() << "a number as a lease was accepted";
+  } catch (const SweepInputError& e) {
+    EXPECT_EQ(std::string{e.what()}.rfind("spec axes[1] (lease).values[1]: lease: expected a duration", 0), 0u)
+        << e.what();
+  }
+  json["axes"][1]["values"][1] = "40s";
+  EXPECT_NO_THROW((void)parse_sweep_spec(json));
+}
+
 // The swarm draws a relay for some seeds: 900 ms of latency over its 4 hops
 // outlasts a 3 s pong timeout there only. Seed 3 draws none, seed 4 one: the
 // cell is refused whole, naming the seed, instead of aborting half-way.
