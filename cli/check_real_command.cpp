@@ -13,6 +13,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
 #include "properties/lease_checkers.hpp"
+#include "properties/reading.hpp"
 #include "scenarios/lease.hpp"
 #include "sim/trace.hpp"
 
@@ -419,8 +420,9 @@ int check_real_command(const CheckRealArgs& args) {
       const size_t beyond = static_cast<size_t>(std::count_if(gaps.begin(), gaps.end(), [&](Duration d) { return d > bound; }));
       print_line(fmt::format("hub crash recovery: {} sessions of killed workers; last frame to the next owner's first: "
                              "p50 {}, p99 {}, max {}; {} beyond the crash bound {}; {} never taken over",
-                             gaps.size() + unrecovered, properties::nearest_rank(gaps, 50),
-                             properties::nearest_rank(gaps, 99), gaps.empty() ? Duration::zero() : gaps.back(), beyond,
+                             gaps.size() + unrecovered, properties::for_reading(properties::nearest_rank(gaps, 50)),
+                             properties::for_reading(properties::nearest_rank(gaps, 99)),
+                             properties::for_reading(gaps.empty() ? Duration::zero() : gaps.back()), beyond,
                              bound, unrecovered));
       violation_count += beyond + unrecovered;
     }

@@ -8,6 +8,7 @@
 #include "base/assert.hpp"
 
 #include "properties/lease_text.hpp"
+#include "properties/reading.hpp"
 
 namespace leaseproof::properties {
 
@@ -287,7 +288,8 @@ std::string OwnershipChecker::summary() const {
       "hub-side overlapping sessions: {} episodes on {} connections, {} in total, longest {} (figures, not "
       "violations: a paused or cut-off owner's socket stays open at the hub until it is closed)",
       violation_count_, acting_intervals(), overlaps_checked_, writes_checked_, control_dynamodb_notes_,
-      unmatched_dynamodb_notes_, hub_overlap_episodes(), hub_overlaps_.size(), hub_overlap_time(), longest);
+      unmatched_dynamodb_notes_, hub_overlap_episodes(), hub_overlaps_.size(), for_reading(hub_overlap_time()),
+      for_reading(longest));
 }
 
 }  // namespace leaseproof::properties

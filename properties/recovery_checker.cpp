@@ -8,6 +8,7 @@
 #include "base/assert.hpp"
 
 #include "properties/lease_text.hpp"
+#include "properties/reading.hpp"
 
 namespace leaseproof::properties {
 
@@ -28,7 +29,8 @@ GapStatistics statistics_of(std::vector<Duration> values) {
 
 std::string format_statistics(const GapStatistics& figures) {
   if (figures.count == 0) return "0";
-  return fmt::format("{} (p50 {}, p99 {}, max {})", figures.count, figures.p50, figures.p99, figures.max);
+  return fmt::format("{} (p50 {}, p99 {}, max {})", figures.count, for_reading(figures.p50), for_reading(figures.p99),
+                     for_reading(figures.max));
 }
 
 bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != GapCause::stopped; }

@@ -50,7 +50,12 @@ class ExactlyOnceChecker {
   std::string summary() const;
   uint64_t records() const { return records_; }
   uint64_t published() const { return published_; }
+  // Declared lost by resets: gaps a later record jumped over, and (after
+  // finish) the tails of epochs a reset left.
   uint64_t excused_messages() const { return excused_messages_; }
+  // After finish: published but not recorded at the end, on connections not
+  // required to catch up (neither recorded nor declared lost nor a violation).
+  uint64_t not_yet_recorded() const { return not_yet_recorded_; }
   const std::map<std::string, uint64_t, std::less<>>& resets_by_kind() const { return resets_by_kind_; }
 
  private:
@@ -90,6 +95,7 @@ class ExactlyOnceChecker {
   uint64_t records_ = 0;
   uint64_t published_ = 0;
   uint64_t excused_messages_ = 0;
+  uint64_t not_yet_recorded_ = 0;
   std::map<std::string, uint64_t, std::less<>> resets_by_kind_;
 };
 

@@ -392,6 +392,7 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
   result.counters.emplace_back("stream.published", streaming.exactly_once.published());
   result.counters.emplace_back("stream.recorded", streaming.exactly_once.records());
   result.counters.emplace_back("stream.declared_lost", streaming.exactly_once.excused_messages());
+  result.counters.emplace_back("stream.not_recorded_by_end", streaming.exactly_once.not_yet_recorded());
   result.counters.emplace_back("stream.dead_peers_cut", streaming.dead_peers->cut());
   result.counters.emplace_back("stream.queue_peak_bytes", streaming.hub.queue_peak_bytes);
   for (const auto& [kind, count] : streaming.exactly_once.resets_by_kind()) {
