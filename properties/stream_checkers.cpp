@@ -1,6 +1,7 @@
 #include "properties/stream_checkers.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -163,6 +164,80 @@ std::string ExactlyOnceChecker::summary() const {
                      "awaiting an owner) (resets:{})",
                      violation_count_, published_, records_, excused_messages_, not_yet_recorded_,
                      resets.empty() ? " none" : resets);
+}
+
+// ---- reconnect storms ------------------------------------------------------------
+
+ReconnectStormChecker::ReconnectStormChecker(Window window, uint64_t min_wave)
+    : window_(std::move(window)), min_wave_(min_wave) {}
+
+ReconnectStormChecker::ReconnectStormChecker(const resume::ClientConfig& client, uint64_t min_wave)
+    : ReconnectStormChecker(
+          [client](uint16_t code) {
+            const auto it = client.reconnect_base_by_code.find(code);
+            return std::min(client.reconnect_cap, it != client.reconnect_base_by_code.end() ? it->second
+                                                                                             : client.reconnect_base);
+          },
+          min_wave) {}
+
+void ReconnectStormChecker::close_instant() {
+  for (const auto& [code, clients] : closes_now_) {
+    if (clients < min_wave_) continue;
+    Wave wave{closes_at_, code, clients, window_(code), 0, 0, 0};
+    const double per_second =
+        wave.window <= Duration::from_s(1)
+            ? static_cast<double>(clients)
+            : static_cast<double>(clients) * 1e9 / static_cast<double>(wave.window.ns());
+    wave.bound = std::min<uint64_t>(clients, static_cast<uint64_t>(std::ceil(per_second + 5 * std::sqrt(per_second) + 5)));
+    waves_.push_back(wave);
+  }
+  closes_now_.clear();
+}
+
+void ReconnectStormChecker::observe(const sim::TraceEvent& event) {
+  if (event.kind != EventKind::note) return;
+  if (event.label == "hub.close") {
+    if (event.true_time != closes_at_) close_instant();
+    closes_at_ = event.true_time;
+    // "<channel> <code> <reason>"
+    const text::Words words = text::split_words(event.detail);
+    const std::optional<uint64_t> code = words.size() >= 2 ? text::parse_u64(words[1]) : std::nullopt;
+    if (code && *code <= UINT16_MAX) ++closes_now_[static_cast<uint16_t>(*code)];
+  } else if (event.label == "upstream.open") {
+    opens_.push_back(event.true_time);
+  }
+}
+
+void ReconnectStormChecker::finish() {
+  if (finished_) return;
+  finished_ = true;
+  close_instant();
+  for (Wave& wave : waves_) {
+    const Instant end = wave.at + wave.window + Duration::from_s(1);
+    size_t begin = static_cast<size_t>(std::lower_bound(opens_.begin(), opens_.end(), wave.at) - opens_.begin());
+    const size_t first = begin;
+    for (size_t i = first; i < opens_.size() && opens_[i] <= end; ++i) {
+      while (opens_[i] - opens_[begin] >= Duration::from_s(1)) ++begin;
+      wave.peak = std::max<uint64_t>(wave.peak, i - begin + 1);
+      wave.reconnects = i - first + 1;
+    }
+    if (wave.peak > wave.bound) {
+      violations_.push_back(fmt::format(
+          "reconnect storm: after {} subscribers were closed with {} at {}, {} reconnected within one second; full "
+          "jitter over {} allows at most {} per second",
+          wave.clients, wave.code, wave.at, wave.peak, wave.window, wave.bound));
+    }
+  }
+}
+
+std::string ReconnectStormChecker::summary() const {
+  if (waves_.empty()) return "reconnect storms: no mass close";
+  std::string out = fmt::format("reconnect storms: {} violations; {} mass closes", violations_.size(), waves_.size());
+  for (const Wave& wave : waves_) {
+    out += fmt::format("; {} x {} at {}: peak {} per second (bound {}, full jitter over {})", wave.clients, wave.code,
+                       wave.at, wave.peak, wave.bound, wave.window);
+  }
+  return out;
 }
 
 // ---- dead peers ----------------------------------------------------------------

@@ -31,6 +31,7 @@
 #include "base/ids.hpp"
 #include "base/lex_compare.hpp"
 #include "base/time.hpp"
+#include "core/resume/client.hpp"
 #include "sim/trace.hpp"
 
 namespace leaseproof::properties {
@@ -97,6 +98,52 @@ class ExactlyOnceChecker {
   uint64_t excused_messages_ = 0;
   uint64_t not_yet_recorded_ = 0;
   std::map<std::string, uint64_t, std::less<>> resets_by_kind_;
+};
+
+// Reconnect storms: after a mass close (the hub closing at least `min_wave`
+// subscribers with one code at one instant, "hub.close" notes), the
+// reconnects ("upstream.open" notes) in any one-second window stay within what
+// full jitter allows. N clients each waiting uniform in [0, W], W the first
+// attempt's window for that code (min(cap, base)), put N x (1 s / W) into one
+// second on average; a Poisson count that size rarely passes its mean by five
+// standard deviations, so the bound is N/W + 5 x sqrt(N/W) + 5 per second.
+// (W under a second: N, all of them; nothing to judge.) Reconnects are counted
+// from the close to W + 1 s after it.
+class ReconnectStormChecker {
+ public:
+  using Window = std::function<Duration(uint16_t close_code)>;
+  explicit ReconnectStormChecker(Window window, uint64_t min_wave = 50);
+  // The clients' first-attempt window: min(cap, the code's base, else the base).
+  explicit ReconnectStormChecker(const resume::ClientConfig& client, uint64_t min_wave = 50);
+
+  void observe(const sim::TraceEvent& event);
+  // Judges the waves (call once, after the last event).
+  void finish();
+
+  struct Wave {
+    Instant at;
+    uint16_t code = 0;
+    uint64_t clients = 0;
+    Duration window;
+    uint64_t bound = 0;  // reconnects per second
+    uint64_t peak = 0;
+    uint64_t reconnects = 0;
+  };
+  const std::vector<Wave>& waves() const { return waves_; }
+  const std::vector<std::string>& violations() const { return violations_; }
+  std::string summary() const;
+
+ private:
+  void close_instant();
+
+  Window window_;
+  uint64_t min_wave_;
+  Instant closes_at_;
+  std::map<uint16_t, uint64_t> closes_now_;  // by code, at closes_at_
+  std::vector<Wave> waves_;
+  std::vector<Instant> opens_;
+  std::vector<std::string> violations_;
+  bool finished_ = false;
 };
 
 // Dead-peer detection: every hub session of a crashed subscriber is cut

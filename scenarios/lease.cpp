@@ -261,6 +261,7 @@ struct Streaming {
   NodeId via;
   properties::ExactlyOnceChecker exactly_once;
   std::unique_ptr<properties::DeadPeerChecker> dead_peers;
+  std::unique_ptr<properties::ReconnectStormChecker> storms;
 };
 
 void schedule_hub_faults(sim::World& world, const LeaseScenarioOptions& o, const Fleet& fleet, Streaming& streaming) {
@@ -357,9 +358,11 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
       // interval after the death (or the session's open): the network adds
       // nothing. 500 ms of slack covers the hub clock's rate error.
       s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(500));
+  streaming->storms = std::make_unique<properties::ReconnectStormChecker>(s.client);
   world.trace().add_checker([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
     checker->dead_peers->observe(e);
+    checker->storms->observe(e);
   });
   return streaming;
 }
@@ -382,6 +385,9 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
   for (const std::string& v : streaming.exactly_once.violations()) result.violations.push_back(v);
   result.violations_unlisted += streaming.exactly_once.violation_count() - streaming.exactly_once.violations().size();
   for (const std::string& v : streaming.dead_peers->violations()) result.violations.push_back(v);
+  streaming.storms->finish();
+  for (const std::string& v : streaming.storms->violations()) result.violations.push_back(v);
+  if (!streaming.storms->waves().empty()) result.summary += "\n" + streaming.storms->summary();
   if (streaming.hub.queue_peak_bytes > s.hub.subscriber_queue_bytes_max) {
     result.violations.push_back(fmt::format("subscriber queue bound: a queue reached {} B, above its bound of {} B",
                                             streaming.hub.queue_peak_bytes, s.hub.subscriber_queue_bytes_max));

@@ -8,6 +8,7 @@
 
 #include "models/stream.hpp"
 #include "properties/sim_invariants.hpp"
+#include "properties/stream_checkers.hpp"
 #include "sim/world.hpp"
 
 namespace leaseproof::scenarios {
@@ -212,9 +213,11 @@ RunResult run_stream_lab(std::string_view name, const RunConfig& config) {
   configure_trace(world, config);
   properties::SimInvariants invariants;
   LabObserver seen;
+  properties::ReconnectStormChecker storms{o.client};
   world.trace().add_observer([&](const sim::TraceEvent& e) {
     invariants.observe(e);
     seen.observe(e);
+    storms.observe(e);
   });
   world.set_default_link(sim::LinkConfig{sim::LatencyDistribution{Duration::from_ms(2), Duration::from_ms(3),
                                                                    Ratio{1, 200}, Duration::from_ms(200)},
@@ -259,6 +262,9 @@ RunResult run_stream_lab(std::string_view name, const RunConfig& config) {
   result.scenario = std::string{name};
   result.violations = invariants.violations();
   judge(name, o, seen, hub, wave_at, result);
+  storms.finish();
+  for (const std::string& v : storms.violations()) result.violations.push_back(v);
+  if (!storms.waves().empty()) result.summary += "\n" + storms.summary();
   for (const auto& [label, count] : seen.notes) result.counters.emplace_back(label, count);
   result.counters.emplace_back("stream.queue_peak_bytes", hub.queue_peak_bytes);
   return result;
