@@ -335,6 +335,13 @@ class RecoveryChecker {
   // single lease of its worker, whose loss is then that gap's own cause).
   void ignore_faults_at(NodeId node);
   void ignore_fault_site(std::string site);
+  // Stops: a connection whose desired_state became STOPPED (control.stopped)
+  // must have no acting owner once `bound` has passed since the stop (its
+  // owner learns at its next renew, or its deadline stops it). Checked at
+  // every instant the checker settles, so an owner that acts past the bound
+  // is caught at the first event after it. Unset: stops are not judged.
+  void set_stop_bound(Duration bound) { stop_bound_ = bound; }
+  uint64_t stops_judged() const { return stops_judged_; }
   // Settles the last instant and judges every gap (once; later calls do nothing).
   void finish(Instant end);
   // Every STARTED connection must have an acting owner throughout
@@ -404,6 +411,10 @@ class RecoveryChecker {
   uint64_t excused_count_ = 0;
   uint64_t gaps_dropped_by_stop_ = 0;
   std::optional<Instant> finished_at_;
+  std::optional<Duration> stop_bound_;
+  std::map<std::string, Instant> stopping_;  // STOPPED connections still owned, since when
+  uint64_t stops_judged_ = 0;
+  void check_stops(Instant at);
 };
 
 // Both checkers fed from one observer, for a run's output. They read one
@@ -420,6 +431,7 @@ class LeaseCheckers {
   void add_fault_window(Instant start, Instant end, std::string label);
   void ignore_faults_at(NodeId node) { recovery_.ignore_faults_at(node); }
   void ignore_fault_site(std::string site) { recovery_.ignore_fault_site(std::move(site)); }
+  void set_stop_bound(Duration bound) { recovery_.set_stop_bound(bound); }
   void finish(Instant end);
   void check_liveness(Instant healed_at, Duration bound, Instant end);
   // Appended to every violation, so each one says how to replay it.

@@ -88,7 +88,34 @@ void RecoveryChecker::on_control(const sim::TraceEvent& event) {
     if (view.open_gap) ++gaps_dropped_by_stop_;
     view.open_gap.reset();
   }
+  if (event.label == "control.started") {
+    stopping_.erase(connection);
+  } else if (stop_bound_) {
+    stopping_.try_emplace(connection, event.true_time);
+  }
   touched_.insert(connection);
+}
+
+void RecoveryChecker::check_stops(Instant at) {
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    const std::vector<WorkerIdentity> acting = tracker_->acting(it->first);
+    if (acting.empty()) {
+      ++stops_judged_;
+      it = stopping_.erase(it);
+      continue;
+    }
+    if (at - it->second > *stop_bound_) {
+      ++stops_judged_;
+      std::string owners;
+      for (const WorkerIdentity& worker : acting) owners += (owners.empty() ? "" : ", ") + text::worker_name(names_, worker);
+      violation(fmt::format("stop: connection {} was STOPPED at {} and {} still acted as its owner at {}, {} later "
+                            "(bound {}: the owner's next renew is refused, or its deadline stops it)",
+                            it->first, it->second, owners, at, at - it->second, *stop_bound_));
+      it = stopping_.erase(it);
+      continue;
+    }
+    ++it;
+  }
 }
 
 void RecoveryChecker::settle(Instant at) {
@@ -105,6 +132,7 @@ void RecoveryChecker::settle(Instant at) {
     }
   }
   touched_.clear();
+  if (!stopping_.empty()) check_stops(at);
 }
 
 void RecoveryChecker::settle_connection(const std::string& connection, Instant at) {
@@ -268,6 +296,7 @@ void RecoveryChecker::finish(Instant end) {
   settle(tracker_->now());
   if (own_tracker_) tracker_->clear_touched();
   finished_at_ = end;
+  if (!stopping_.empty()) check_stops(end);
   for (const auto& [key, window] : open_windows_) {
     const auto [kind, node, peer] = key;
     std::string label = fmt::format("{} {}", sim::to_string(kind), name(node));
@@ -330,6 +359,10 @@ std::string RecoveryChecker::summary() const {
   std::string out = fmt::format(
       "recovery: {} violations; {} gaps, {} excused by fault windows, {} dropped when their connection stopped",
       violation_count_, gaps_.size(), excused_count_, gaps_dropped_by_stop_);
+  if (stop_bound_) {
+    out += fmt::format("\n  stops: {} judged (a STOPPED connection has no acting owner after {})", stops_judged_,
+                       *stop_bound_);
+  }
   for (const auto& [cause, figures] : statistics()) {
     const auto bound = bounds_.find(cause);
     out += fmt::format("\n  {}: gaps {}; judged {}; excused {}, beyond bound {}, unfinished {}; bound {}",

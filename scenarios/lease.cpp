@@ -477,6 +477,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   // Leases never go through the hub or the relay, and a skipped renew acts on
   // one lease of its worker: neither can delay another lease's recovery.
   checkers.ignore_fault_site("lease.renew.skip");
+  // An owner learns of a stop from its next renew (refused: the item is
+  // STOPPED); whatever the network does, its deadline, lease - margin after
+  // its last renew sent before the stop, ends its acting within a lease.
+  checkers.set_stop_bound(o.lease.lease_duration);
   checkers.ignore_faults_at(upstream);
   if (streaming && streaming->via != upstream) checkers.ignore_faults_at(streaming->via);
   models::ControlEnvironment control{o.lease, dynamo, sqs, "releases", !seed_algorithm, {}};

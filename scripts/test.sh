@@ -3,8 +3,9 @@
 # Release, and runs every test in both: unit, property and sim tiers, the
 # Debug-vs-Release trace-hash comparison, the instruction budgets (Release),
 # the property gate (Release), the stream lab on real processes
-# (scripts/lab.py), and the tests against real servers (label 'real':
-# dynalite, and the hub driven by python3-websockets).
+# (scripts/lab.py), the tests against real servers (label 'real': dynalite,
+# fauxqs, the hub driven by python3-websockets), the real-worker lab, and one
+# mutant of the zoo (scripts/mutants.sh --rotate 1).
 #   --pgo   also builds the profile-guided Release build (scripts/build-pgo.sh
 #           --quick) and checks that it gives Release's trace hashes: about 7
 #           minutes more on 2 cores. Run it after changing the build, the
@@ -25,7 +26,7 @@ for argument in "$@"; do
     --pgo) with_pgo=true ;;
     --asan) with_asan=true ;;
     -h | --help)
-      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -217,6 +218,19 @@ if [[ -x scripts/dynalite.sh ]]; then
     echo "test.sh: a check of the real-worker lab failed" >&2
     failed=$((failed + 1))
   fi
+fi
+
+# The mutant zoo (docs/mutants.md), one mutant a day of those the simulation
+# catches: patched into core/, rebuilt incrementally, and the gate must catch
+# it (about 30 s). Last, because it rebuilds build/release's CLI twice.
+# Counts as one check.
+phase "mutant of the day"
+echo "== the mutant zoo, one a day (scripts/mutants.sh --rotate 1)"
+if scripts/mutants.sh --build build/release --rotate 1 --seeds 100; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: the gate did not catch today's mutant (or the zoo could not run)" >&2
+  failed=$((failed + 1))
 fi
 
 phase ""

@@ -399,6 +399,39 @@ TEST(RecoveryChecker, CrashGapBeyondTheBoundIsAViolationWithItsFormula) {
   EXPECT_EQ(checker.statistics().at(GapCause::crash).beyond_bound, 1u);
 }
 
+// A STOPPED connection must be let go of within the stop bound: w1 closes
+// 15 s after the stop in one run (within 20 s), never in the other (still
+// acting at the next event after the bound, and at the end).
+TEST(RecoveryChecker, AStoppedConnectionMustBeLetGoOfWithinTheStopBound) {
+  auto trace = [](bool closes) {
+    TraceBuilder t = workers_started();
+    t.at(0_s).started("c1").at(1_s).open(kW1, "c1", 1).at(10_s).stopped("c1");
+    if (closes) t.at(25_s).close(kW1, "c1", 1, "stopped");
+    t.at(40_s).open(kW2, "c2", 1);  // an event after the bound
+    return t;
+  };
+  RecoveryChecker within(namer(), bounds());
+  within.set_stop_bound(20_s);
+  trace(true).feed(within);
+  within.finish(Instant::zero() + 60_s);
+  EXPECT_TRUE(within.violations().empty()) << within.violations()[0];
+  EXPECT_EQ(within.stops_judged(), 1u);
+
+  RecoveryChecker held(namer(), bounds());
+  held.set_stop_bound(20_s);
+  trace(false).feed(held);
+  held.finish(Instant::zero() + 60_s);
+  ASSERT_EQ(held.violations().size(), 1u);
+  EXPECT_THAT(held.violations()[0], AllOf(HasSubstr("stop: connection c1 was STOPPED at @10s and w1#1 still acted"),
+                                          HasSubstr("at @40s, 30s later (bound 20s")));
+  EXPECT_THAT(held.summary(), HasSubstr("stops: 1 judged"));
+
+  RecoveryChecker unjudged(namer(), bounds());  // no bound set: stops are not judged
+  trace(false).feed(unjudged);
+  unjudged.finish(Instant::zero() + 60_s);
+  EXPECT_TRUE(unjudged.violations().empty());
+}
+
 TEST(RecoveryChecker, PartitionOfAnotherWorkerExcusesTheGap) {
   TraceBuilder with_partition = workers_started();
   with_partition.at(0_s).started("c1");
