@@ -27,6 +27,25 @@ uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
 
 }  // namespace
 
+void DynamoNode::note_watched(sim::NodeContext& context, const dynamo::Request& request, uint64_t message) const {
+  const dynamo::Item* key = nullptr;
+  const std::string* table = nullptr;
+  if (const auto* update = std::get_if<dynamo::UpdateItemRequest>(&request)) {
+    key = &update->key;
+    table = &update->table_name;
+  } else if (const auto* remove = std::get_if<dynamo::DeleteItemRequest>(&request)) {
+    key = &remove->key;
+    table = &remove->table_name;
+  } else {
+    return;
+  }
+  const dynamo::AttributeValue* value = store_.peek_attribute(*table, *key, watched_);
+  std::string detail{watched_};
+  detail += ' ';
+  detail += value != nullptr && value->type() == dynamo::AttributeType::n ? std::string_view{value->text()} : "-";
+  context.note(kItemNote, detail, static_cast<int64_t>(message));
+}
+
 void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
   LP_ASSERT(envelope.expects_reply);
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
@@ -38,6 +57,7 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   std::string_view outcome = result.ok() ? std::string_view{"ok"} : std::string_view{result.error().type};
   if (result.ok() && store_.idempotent_replays() != replays_before) outcome = kIdempotentReplay;
   context.note(request_type(request), outcome, static_cast<int64_t>(envelope.id));
+  if (!watched_.empty() && outcome == "ok") note_watched(context, request, envelope.id);
   const uint32_t bytes = reply_bytes(result);
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
 }

@@ -21,6 +21,12 @@ namespace leaseproof::models {
 // first attempt was). Every other success notes "ok".
 inline constexpr std::string_view kIdempotentReplay = "idempotent_replay";
 
+// The label of the note that follows an applied single-item write when the
+// node watches an attribute (DynamoNode::watch_attribute): detail "<name>
+// <value>" (the item's value after the write, "-" when the item or the
+// attribute is gone), value = the request's message id.
+inline constexpr std::string_view kItemNote = "dynamo.item";
+
 struct DynamoRequestPayload final : sim::Payload {
   explicit DynamoRequestPayload(dynamo::Request r) : request(std::move(r)) {}
   dynamo::Request request;
@@ -33,12 +39,17 @@ struct DynamoReplyPayload final : sim::Payload {
 
 class DynamoNode final : public sim::Process {
  public:
-  explicit DynamoNode(DynamoStore& store) : store_(store) {}
+  // `watched`: an attribute whose value after each applied UpdateItem or
+  // DeleteItem the node notes (kItemNote), so that checkers can follow it from
+  // the trace alone (the lease epoch); empty: none.
+  explicit DynamoNode(DynamoStore& store, std::string_view watched = {}) : store_(store), watched_(watched) {}
 
   void on_start(sim::NodeContext&) override {}
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
 
  private:
+  void note_watched(sim::NodeContext& context, const dynamo::Request& request, uint64_t message) const;
+
   // No timer drives the store's background work (GSI propagation, TTL
   // sweeps, forgetting tombstones and tokens): DynamoStore::apply first runs
   // everything due up to the request's time, in due order, with the due time
@@ -46,6 +57,7 @@ class DynamoNode final : public sim::Process {
   // request can tell whether the work ran at its due time or just before the
   // request, so running it lazily saves a timer event per write.
   DynamoStore& store_;
+  std::string_view watched_;  // a static string
 };
 
 // The answer to one call: the result, or nullptr when the call timed out

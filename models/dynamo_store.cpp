@@ -346,6 +346,18 @@ std::optional<dynamo::Item> DynamoStore::peek(std::string_view table, const dyna
   return *item;
 }
 
+const dynamo::AttributeValue* DynamoStore::peek_attribute(std::string_view table, const dynamo::Item& key,
+                                                          std::string_view attribute) const {
+  State::TableState* found = state_->find_table(table);
+  if (found == nullptr) return nullptr;
+  auto table_key = state_->key_of_key(*found, key);
+  if (!table_key) return nullptr;
+  const dynamo::Item* item = state_->latest(*found, *table_key);
+  if (item == nullptr) return nullptr;
+  const auto value = item->find(attribute);
+  return value == item->end() ? nullptr : &value->second;
+}
+
 std::size_t DynamoStore::item_count(std::string_view table) const {
   const auto found = state_->tables.find(table);
   return found == state_->tables.end() ? 0 : found->second.live_items;

@@ -133,6 +133,11 @@ class DynamoStore {
   // Test and debug access: the latest version of an item (strongly
   // consistent, no capacity consumed, nothing counted).
   std::optional<dynamo::Item> peek(std::string_view table, const dynamo::Item& key) const;
+  // The latest version's `attribute` of the item at `key`, without a copy;
+  // nullptr when the table, the item or the attribute is absent. Valid until
+  // the next apply().
+  const dynamo::AttributeValue* peek_attribute(std::string_view table, const dynamo::Item& key,
+                                               std::string_view attribute) const;
   // Number of live items in a table (0 for an unknown table).
   std::size_t item_count(std::string_view table) const;
   // GSI changes scheduled but not yet visible.

@@ -142,8 +142,10 @@ class ActingTracker {
 
 // Single ownership: (1) no two worker identities act as owner of one
 // connection during a positive length of true time; (2) no renew, release,
-// checkpoint or record is accepted by DynamoDB from a worker that is not the
-// connection's latest acquirer in DynamoDB's own order of applied writes.
+// checkpoint or record is accepted by DynamoDB under a stale epoch (an epoch
+// below the item's, as DynamoDB's "dynamo.item" notes give it), whoever sent
+// it, nor from a worker that is not the connection's latest acquirer in
+// DynamoDB's own order of applied writes.
 // Hub-side session overlaps are figures, not violations.
 class OwnershipChecker {
  public:
@@ -159,6 +161,10 @@ class OwnershipChecker {
   // Coverage: a checker that passes because nothing happened shows zeros here.
   uint64_t acting_intervals() const { return tracker_->acting_intervals(); }
   uint64_t writes_checked() const { return writes_checked_; }
+  // Writes judged against the item's epoch, and requests of an older epoch
+  // than the item's that DynamoDB refused (the fence at work).
+  uint64_t writes_judged_by_epoch() const { return writes_judged_by_epoch_; }
+  uint64_t stale_epoch_refused() const { return stale_epoch_refused_; }
   uint64_t overlaps_checked() const { return overlaps_checked_; }
   // DynamoDB notes whose message id matched no lease.request (value 0 included).
   uint64_t unmatched_dynamodb_notes() const { return unmatched_dynamodb_notes_; }
@@ -204,6 +210,7 @@ class OwnershipChecker {
   struct DynamoView {
     std::optional<Acquirer> latest;  // nullopt: never acquired, or released
     std::optional<Instant> released_at;
+    std::optional<uint64_t> epoch;  // the item's, after the last applied write DynamoDB noted it for
   };
   struct HubState {
     std::map<std::string, uint32_t> open_by_worker;
@@ -230,6 +237,7 @@ class OwnershipChecker {
   void on_request(const sim::TraceEvent& event);
   void on_dynamodb(const sim::TraceEvent& event);
   void check_write(const Request& request, Instant at, uint64_t message);
+  void on_item_note(const sim::TraceEvent& event);
   void on_upstream(const sim::TraceEvent& event);
   void violation(std::string text);
   std::string name(WorkerIdentity worker) const;
@@ -250,6 +258,12 @@ class OwnershipChecker {
   std::vector<std::string> violations_;
   uint64_t violation_count_ = 0;
   uint64_t writes_checked_ = 0;
+  uint64_t writes_judged_by_epoch_ = 0;
+  uint64_t stale_epoch_refused_ = 0;
+  // The last applied write's message and connection: DynamoDB's item note
+  // for it follows at once.
+  uint64_t last_applied_message_ = 0;
+  std::string last_applied_connection_;
   uint64_t overlaps_checked_ = 0;
   uint64_t unmatched_dynamodb_notes_ = 0;
   uint64_t control_dynamodb_notes_ = 0;  // DynamoDB notes of the control plane's requests

@@ -86,6 +86,8 @@ void OwnershipChecker::after_apply(const sim::TraceEvent& event) {
     on_upstream(event);
   } else if (text::is_dynamodb_operation(event.label)) {
     on_dynamodb(event);
+  } else if (event.label == "dynamo.item") {
+    on_item_note(event);
   }
 }
 
@@ -180,7 +182,33 @@ void OwnershipChecker::on_dynamodb(const sim::TraceEvent& event) {
   }
   const Request request = std::move(found->second);
   requests_.erase(found);  // a request message is applied (or refused) once
-  if (event.detail == "ok" && is_tracked_request(request.kind)) check_write(request, event.true_time, static_cast<uint64_t>(event.value));
+  if (!is_tracked_request(request.kind)) return;
+  if (event.detail == "ok") {
+    last_applied_message_ = static_cast<uint64_t>(event.value);
+    last_applied_connection_ = request.connection;
+    check_write(request, event.true_time, static_cast<uint64_t>(event.value));
+  } else if (request.kind != "acquire") {
+    const auto view = dynamo_.find(request.connection);
+    if (view != dynamo_.end() && view->second.epoch && request.epoch < *view->second.epoch) ++stale_epoch_refused_;
+  }
+}
+
+// "lease_epoch <n>" (or "lease_epoch -": gone) after the write just applied.
+void OwnershipChecker::on_item_note(const sim::TraceEvent& event) {
+  if (event.value <= 0 || static_cast<uint64_t>(event.value) != last_applied_message_) return;  // not a lease write
+  const text::Words words = text::split_words(event.detail);
+  if (words.size() != 2) {
+    violation(fmt::format("trace contract: malformed dynamo.item detail '{}' at {}", event.detail, event.true_time));
+    return;
+  }
+  DynamoView& view = dynamo_[last_applied_connection_];
+  if (words[1] == "-") {
+    view.epoch.reset();
+  } else if (const std::optional<uint64_t> epoch = text::parse_u64(words[1])) {
+    view.epoch = *epoch;
+  } else {
+    violation(fmt::format("trace contract: malformed dynamo.item detail '{}' at {}", event.detail, event.true_time));
+  }
 }
 
 void OwnershipChecker::check_write(const Request& request, Instant at, uint64_t message) {
@@ -191,7 +219,21 @@ void OwnershipChecker::check_write(const Request& request, Instant at, uint64_t 
     return;
   }
   ++writes_checked_;
-  if (!view.latest || view.latest->worker != request.worker) {
+  bool stale = false;
+  if (view.epoch) {
+    // The epoch this write was accepted under is the sender's tenure; the
+    // item's, the newest tenure DynamoDB granted. Older: a fenced request got
+    // through, whoever sent it (the same worker may have taken the lease back).
+    ++writes_judged_by_epoch_;
+    if (request.epoch < *view.epoch) {
+      violation(fmt::format("single ownership: write accepted under a stale epoch: {} of connection {} from {} "
+                            "(epoch {}, request message {}) applied by DynamoDB at {} while the lease's epoch was {}",
+                            request.kind, request.connection, name(request.worker), request.epoch, message, at,
+                            *view.epoch));
+      stale = true;
+    }
+  }
+  if (!stale && (!view.latest || view.latest->worker != request.worker)) {
     std::string latest;
     if (view.latest) {
       latest = fmt::format("{} (epoch {}, acquire applied at {})", name(view.latest->worker), view.latest->epoch,
@@ -283,11 +325,13 @@ std::string OwnershipChecker::summary() const {
   Duration longest = Duration::zero();
   for (const auto& [connection, figures] : hub_overlaps_) longest = std::max(longest, figures.longest);
   return fmt::format(
-      "single ownership: {} violations; checked {} acting intervals, {} overlap evaluations, {} writes "
-      "({} DynamoDB notes of the control plane's requests, {} of others matched no lease.request)\n"
+      "single ownership: {} violations; checked {} acting intervals, {} overlap evaluations, {} writes ({} "
+      "judged by epoch; {} requests of a stale epoch refused; {} DynamoDB notes of the control plane's requests, "
+      "{} of others matched no lease.request)\n"
       "hub-side overlapping sessions: {} episodes on {} connections, {} in total, longest {} (figures, not "
       "violations: a paused or cut-off owner's socket stays open at the hub until it is closed)",
-      violation_count_, acting_intervals(), overlaps_checked_, writes_checked_, control_dynamodb_notes_,
+      violation_count_, acting_intervals(), overlaps_checked_, writes_checked_, writes_judged_by_epoch_,
+      stale_epoch_refused_, control_dynamodb_notes_,
       unmatched_dynamodb_notes_, hub_overlap_episodes(), hub_overlaps_.size(), for_reading(hub_overlap_time()),
       for_reading(longest));
 }

@@ -123,6 +123,10 @@ void schedule_worker_faults(sim::World& world, const LeaseScenarioOptions& optio
     world.partition(worker, dynamo, Instant::zero() + cut.at, Instant::zero() + cut.at + cut.length);
     world.partition(dynamo, worker, Instant::zero() + cut.at, Instant::zero() + cut.at + cut.length);
   }
+  for (const WorkerFault& held : options.holds) {
+    world.hold(fleet.all()[held.worker], dynamo, Instant::zero() + held.at, Instant::zero() + held.at + held.length,
+               options.hold_delay / 2, options.hold_delay);
+  }
 }
 
 models::DynamoStoreOptions store_options(const LeaseScenarioOptions& options) {
@@ -449,7 +453,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   models::DynamoStore store{store_options(o), sim::derive_seed(config.seed, "lease/dynamo")};
   models::SqsState sqs_state;
   sqs_state.create_queue("releases");
-  const NodeId dynamo = world.add_node("dynamodb", {}, [&store] { return std::make_unique<models::DynamoNode>(store); });
+  const NodeId dynamo = world.add_node("dynamodb", {}, [&store] { 
+    // The lease epoch after each write, in the trace: the ownership checker
+    // judges every accepted write by it (DESIGN.md section 4).
+    return std::make_unique<models::DynamoNode>(store, "lease_epoch");
+  });
   const NodeId sqs = world.add_node("sqs", {}, [&sqs_state] { return std::make_unique<models::SqsNode>(sqs_state); });
   models::HubShared* hub_shared = nullptr;
   std::unique_ptr<Streaming> streaming;
@@ -543,6 +551,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   for (const auto& [name, times] : ordered) result.counters.emplace_back(name, times);
   result.metrics = lease_metrics(o, checkers, bounds, store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
+  if (!o.holds.empty()) result.counters.emplace_back("network.held", world.held_messages());
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {
     result.counters.emplace_back("dynamo.gsi_wcu." + index, static_cast<uint64_t>(units.write_units));

@@ -89,6 +89,11 @@ struct LeaseScenarioOptions {
   Duration restart_after = Duration::from_s(10);
   std::vector<WorkerFault> pauses;
   std::vector<WorkerFault> partitions;  // worker <-> DynamoDB, both ways
+  // Worker -> DynamoDB: requests sent in [at, at + length) are held in flight
+  // and arrive hold_delay / 2 .. hold_delay after they were sent (past a
+  // lease: stale requests of an old tenure reach DynamoDB, out of order).
+  std::vector<WorkerFault> holds;
+  Duration hold_delay = Duration::from_s(40);
   std::vector<ConnectionStop> stops;     // the control plane sets these STOPPED
   int64_t throttle_partition_wcu_per_s = 0;  // 0: no throttling
   std::optional<Duration> deploy_at;

@@ -107,7 +107,7 @@ std::string LeaseScenarioOptions::validate() const {
   }
   if (restart_after.is_negative()) return "restart_after must not be negative";
   for (const auto& [name, list] : {std::pair{"pauses", &pauses}, std::pair{"partitions", &partitions},
-                                    std::pair{"clock_steps", &clock_steps}}) {
+                                    std::pair{"holds", &holds}, std::pair{"clock_steps", &clock_steps}}) {
     for (size_t i = 0; i < list->size(); ++i) {
       const WorkerFault& fault = (*list)[i];
       if (fault.worker >= workers) {
@@ -122,6 +122,9 @@ std::string LeaseScenarioOptions::validate() const {
         return fmt::format("{}[{}].length ({}) must be positive", name, i, fault.length);
       }
     }
+  }
+  if (hold_delay <= Duration::zero() || hold_delay > Duration::from_min(10)) {
+    return fmt::format("hold_delay ({}) must be above 0s and at most 10m", hold_delay);
   }
   for (size_t i = 0; i < stops.size(); ++i) {
     if (stops[i].connection >= connections) {
@@ -159,6 +162,12 @@ std::string LeaseScenarioOptions::beyond_assumptions() const {
   if (drift_ppm_max > lease.drift_ppm_tolerated()) {
     return fmt::format("clock rate error up to {} ppm > {} ppm tolerated", drift_ppm_max, lease.drift_ppm_tolerated());
   }
+  if (!holds.empty() && stream.enabled && stream.mode == resume::RecordMode::put) {
+    // docs/resume-core.md: put mode's record puts are not fenced; their order
+    // across a handover relies on no request outliving the safety margin.
+    return fmt::format("requests held in flight up to {} > the {} margin put mode's unfenced record puts assume",
+                       hold_delay, lease.safety_margin);
+  }
   return {};
 }
 
@@ -175,6 +184,10 @@ std::string LeaseScenarioOptions::describe() const {
   for (const WorkerFault& f : pauses) text += fmt::format("\n  pause: worker {} at {} for {}", f.worker, f.at, f.length);
   for (const WorkerFault& f : partitions) {
     text += fmt::format("\n  partition: worker {} <-> dynamodb at {} for {}", f.worker, f.at, f.length);
+  }
+  for (const WorkerFault& f : holds) {
+    text += fmt::format("\n  hold: worker {} -> dynamodb, requests sent at {} for {} arrive {}..{} late", f.worker,
+                        f.at, f.length, hold_delay / 2, hold_delay);
   }
   for (const WorkerFault& f : clock_steps) {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
@@ -296,7 +309,7 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "pauses", "partitions", "clock_steps",
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "pauses", "partitions", "holds", "hold_delay", "clock_steps",
     "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
@@ -465,7 +478,8 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.duration("sqs_wait", options.sqs_wait) &&
                   r.duration("crash_every", options.crash_every) &&
                   r.duration("restart_after", options.restart_after) && r.faults("pauses", options.pauses) &&
-                  r.faults("partitions", options.partitions) && r.faults("clock_steps", options.clock_steps) &&
+                  r.faults("partitions", options.partitions) && r.faults("holds", options.holds) &&
+                  r.duration("hold_delay", options.hold_delay) && r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
                   r.optional_duration("deploy_at", options.deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
                   r.integer("autoscale_target", options.autoscale_target, 1, 1'000'000) &&
@@ -569,6 +583,8 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"restart_after", format_duration(o.restart_after)},
           {"pauses", worker_faults_json(o.pauses)},
           {"partitions", worker_faults_json(o.partitions)},
+          {"holds", worker_faults_json(o.holds)},
+          {"hold_delay", format_duration(o.hold_delay)},
           {"stops", stops},
           {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},
           {"deploy_at", duration_or_null(o.deploy_at)},

@@ -92,6 +92,26 @@ std::optional<LeaseScenarioOptions> stream_preset(std::string_view name, LeaseSc
   return std::nullopt;
 }
 
+// Requests held in flight past a lease (from their own stream: the other
+// draws stay as they were): a worker's requests sent during a window arrive
+// between half a lease and three leases late, out of order, after its tenure
+// may have ended and a newer one (its own or another worker's) begun. What
+// the epoch conditions fence (DESIGN.md section 4).
+void swarm_holds(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-holds")};
+  if (!prng.chance(Ratio{1, 3})) return;
+  const Duration lease = o.lease.lease_duration;
+  o.hold_delay = prng.uniform_duration(lease, lease * 3);
+  const uint64_t count = 1 + prng.below(2);
+  for (uint64_t i = 0; i < count; ++i) {
+    const Duration length = prng.uniform_duration(D::from_s(1), lease * 2);
+    const Duration latest = o.healed_at() - length - o.hold_delay;
+    if (latest <= D::zero()) continue;
+    o.holds.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)), prng.uniform_duration(D::zero(), latest),
+                            length));
+  }
+}
+
 // A random mix of every fault, inside the algorithm's stated assumptions,
 // drawn from the seed (the swarm). Small fleets, 10 simulated minutes.
 LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
@@ -126,6 +146,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
     o.deploy_at = prng.uniform_duration(D::from_s(30), heal - D::from_min(2));
   }
   swarm_stream(seed, o);
+  swarm_holds(seed, o);
   return o;
 }
 
@@ -225,6 +246,7 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   if (!o) return o;
   drop_faults_after(o->healed_at(), o->pauses);
   drop_faults_after(o->healed_at(), o->partitions);
+  drop_faults_after(o->healed_at(), o->holds);
   drop_faults_after(o->healed_at(), o->clock_steps);
   std::erase_if(o->stops, [&](const ConnectionStop& stop) { return stop.at >= o->healed_at(); });
   if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
@@ -248,7 +270,7 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   // include it (otherwise a fault naming worker 4 would be valid for the
   // seeds that draw 5 workers and refused for the others).
   if (!given("workers")) {
-    for (const auto* faults : {&o.pauses, &o.partitions, &o.clock_steps}) {
+    for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.clock_steps}) {
       for (const WorkerFault& f : *faults) {
         if (f.worker < kWorkersMax) o.workers = std::max(o.workers, f.worker + 1);
       }
@@ -258,9 +280,12 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   const nlohmann::json& stream = parameters.contains("stream") && parameters["stream"].is_object() ? parameters["stream"]
                                                                                                      : no_stream;
   const auto stream_given = [&](const char* field) { return stream.contains(field); };
-  for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions}}) {
+  for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions},
+                               std::pair{"holds", &o.holds}}) {
     if (given(field)) continue;
-    std::erase_if(*faults, [&](const WorkerFault& f) { return f.at + f.length > heal; });
+    // A hold lasts until its last held request arrives.
+    const Duration tail = faults == &o.holds ? o.hold_delay : Duration::zero();
+    std::erase_if(*faults, [&](const WorkerFault& f) { return f.at + f.length + tail > heal; });
     for (WorkerFault& f : *faults) f.worker %= o.workers;
   }
   if (!given("stops")) {
@@ -291,6 +316,12 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
   if (!parameters.contains("skew_max")) options.skew_max = drawn.skew_max;
   if (!parameters.contains("drift_ppm_max")) options.drift_ppm_max = drawn.drift_ppm_max;
   if (!parameters.contains("clock_steps")) options.clock_steps = drawn.clock_steps;
+  // Put mode's record puts are unfenced (docs/resume-core.md): drawn holds
+  // would take the run beyond its assumptions, so the swarm keeps them for
+  // transact mode. Holds the parameters give are kept (and so reported).
+  if (!parameters.contains("holds") && options.stream.enabled && options.stream.mode == resume::RecordMode::put) {
+    options.holds.clear();
+  }
 }
 
 }  // namespace leaseproof::scenarios

@@ -62,11 +62,19 @@ struct World::Link {
   LinkConfig config;
   std::vector<std::pair<Instant, Instant>> partitions;
   std::vector<std::pair<Instant, Instant>> clogs;
+  struct Hold {
+    Instant start;
+    Instant end;
+    Duration min;
+    Duration max;
+  };
+  std::vector<Hold> holds;
   Instant last_arrival = Instant::zero();
 };
 
 World::World(uint64_t seed)
-    : seed_(seed), faults_(derive_seed(seed, "faults")), network_prng_(derive_seed(seed, "network")) {}
+    : seed_(seed), faults_(derive_seed(seed, "faults")), network_prng_(derive_seed(seed, "network")),
+      hold_prng_(derive_seed(seed, "network/hold")) {}
 
 World::~World() = default;
 
@@ -303,6 +311,13 @@ void World::clog(NodeId from, NodeId to, Instant start, Instant end) {
   link(from, to).clogs.emplace_back(start, end);
 }
 
+void World::hold(NodeId from, NodeId to, Instant start, Instant end, Duration hold_min, Duration hold_max) {
+  LP_ASSERT_LE(Duration::zero(), hold_min);
+  LP_ASSERT_LE(hold_min, hold_max);
+  trace_link_window(from, to, start, end + hold_max, EventKind::clog_start, EventKind::clog_end);
+  link(from, to).holds.push_back(Link::Hold{start, end, hold_min, hold_max});
+}
+
 bool World::partitioned(NodeId from, NodeId to, Instant at_time) const {
   const Link* l = find_link(from, to);
   if (l == nullptr) return false;
@@ -357,6 +372,13 @@ uint64_t World::send(NodeId from, NodeId to, Message message, uint64_t reply_to,
   Instant arrival = now() + retransmit + l.config.latency.sample(network_prng_);
   for (const auto& [start, end] : l.clogs) {
     if (start <= arrival && arrival < end) arrival = end;
+  }
+  for (const Link::Hold& held : l.holds) {
+    if (held.start <= now() && now() < held.end) {
+      arrival = std::max(arrival, now() + hold_prng_.uniform_duration(held.min, held.max));
+      ++held_messages_;
+      break;
+    }
   }
   if (l.config.fifo || stream) {
     arrival = std::max(arrival, l.last_arrival);

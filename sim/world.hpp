@@ -158,6 +158,14 @@ class World {
   void partition(NodeId from, NodeId to, Instant start, Instant end);
   // Directed: messages from -> to that would arrive in [start, end) wait until end.
   void clog(NodeId from, NodeId to, Instant start, Instant end);
+  // Directed: messages from -> to *sent* in [start, end) are held in flight
+  // (a proxy's queue, a retransmission, a send already on the wire when its
+  // process stalled) and arrive a delay drawn uniformly from [hold_min,
+  // hold_max] after they were sent; later messages overtake them. Traced as
+  // a clog window from `start` to `end + hold_max`, when the last can arrive.
+  void hold(NodeId from, NodeId to, Instant start, Instant end, Duration hold_min, Duration hold_max);
+  // Messages held so far (coverage).
+  uint64_t held_messages() const { return held_messages_; }
   bool partitioned(NodeId from, NodeId to, Instant at) const;
   // Every link from or to `node` is a TCP stream, whatever its config says:
   // it never reorders, and random loss delays a message by one
@@ -210,6 +218,8 @@ class World {
   Trace trace_;
   FaultSites faults_;
   Prng network_prng_;
+  Prng hold_prng_;  // held messages' delays: a run without holds draws nothing from it
+  uint64_t held_messages_ = 0;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Process>> graveyard_;  // exited processes, freed between events
   LinkConfig default_link_;

@@ -360,8 +360,15 @@ void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dyn
   const std::optional<LeaseView> lease = read_lease(reply);
   const bool ours = lease && lease->owner == worker_id_ && lease->epoch == held.epoch;
   if (ours && lease->desired_state == kStarted) {
-    if (lease->expires_at_ms == held.renew_expires_ms) {
-      out.push_back(Mark{"lease.renew_confirmed_by_read"});  // it applied; only the reply was lost
+    // In wall mode an expiry at or past the renew's is as good as the renew
+    // (whoever wrote it, no one can take the lease before it); a renew is
+    // refused when the expiry is already there (a clock stepped back). In
+    // counter mode only the renew's own expiry proves it applied: its counter
+    // increment is what holds the watchers off.
+    const bool as_good = config_.expiry_mode == ExpiryMode::wall ? lease->expires_at_ms >= held.renew_expires_ms
+                                                                 : lease->expires_at_ms == held.renew_expires_ms;
+    if (as_good) {
+      out.push_back(Mark{"lease.renew_confirmed_by_read"});  // it applied, or one as good did; only the reply was lost
       confirm(pending.connection, held, held.renew_sent, now, out);
     } else {
       held.next_renew = now.monotonic;  // it did not apply: renew again

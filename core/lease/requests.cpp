@@ -73,8 +73,15 @@ dynamo::Request acquire_request(const LeaseConfig& config, std::string_view conn
   // Counter mode never compares wall clocks: without an observed counter it
   // only takes a free lease (or its own), whatever the acquirer's clock says.
   // "OR lease_owner = :me": an acquire retried after a lost reply succeeds.
+  // In wall mode only one that moves the expiry forward: an acquire held in
+  // the network past a newer tenure of the same worker must not start
+  // another with an expiry already past (others would take it while that
+  // tenure still acts).
+  const std::string_view own = config.expiry_mode == ExpiryMode::wall
+                                   ? std::string_view{"(lease_owner = :me AND lease_expires_at_ms < :exp)"}
+                                   : std::string_view{"lease_owner = :me"};
   request.write.condition_expression = fmt::format(
-      "desired_state = :started AND (attribute_not_exists(lease_owner) OR lease_owner = :me{})", expiry);
+      "desired_state = :started AND (attribute_not_exists(lease_owner) OR {}{})", own, expiry);
   request.write.return_values = dynamo::ReturnValues::all_new;
   request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
   return request;
@@ -99,7 +106,16 @@ dynamo::Request renew_request(const LeaseConfig& config, std::string_view connec
   values.emplace_sorted(":one", N(1));
   values.emplace_sorted(":started", S(kStarted));
   request.update_expression = "SET lease_expires_at_ms = :exp ADD lease_counter :one";
-  request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started";
+  if (config.expiry_mode == ExpiryMode::wall) {
+    // The expiry only moves forward: a renew held in the network past a
+    // newer one of the same tenure (a proxy queue, a retransmission) must not
+    // pull it back, or others could take the lease while its owner, trusting
+    // the newer renew, still acts. Counter mode's takeovers never read it.
+    request.write.condition_expression =
+        "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started AND lease_expires_at_ms < :exp";
+  } else {
+    request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND desired_state = :started";
+  }
   return request;
 }
 

@@ -149,6 +149,36 @@ TEST_F(LeaseRequests, AnAcquireRetriedByItsOwnerSucceeds) {
   EXPECT_EQ(view().epoch, 2);
 }
 
+// Requests held in the network past a lease arrive after newer ones of the
+// same worker (the swarm's holds). In wall mode the expiry others read must
+// never move back: a late renew or acquire of the owner's is refused.
+TEST_F(LeaseRequests, ARenewHeldPastANewerOneCannotPullTheExpiryBack) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(renew_request(config_, "c1", "a", 1, kNowMs + 10'000)));
+  EXPECT_FALSE(ok(renew_request(config_, "c1", "a", 1, kNowMs + 5'000)));  // sent before, arrives after
+  EXPECT_EQ(view().expires_at_ms, kNowMs + 30'000);
+  EXPECT_EQ(view().counter, 2);
+}
+
+TEST_F(LeaseRequests, AnAcquireHeldPastItsOwnersNewerTenureIsRefused) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs + 10'000, {})));  // a's newer tenure, epoch 2
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "a", kNowMs + 5'000, {})));  // sent before, arrives after
+  EXPECT_EQ(view().epoch, 2);
+  EXPECT_EQ(view().expires_at_ms, kNowMs + 30'000);
+}
+
+// Counter mode's takeovers read the counter, never the expiry: a late renew
+// only counts as a heartbeat (it holds watchers off longer), whatever its clock.
+TEST_F(LeaseRequests, CounterModeRenewsDoNotCompareExpiries) {
+  LeaseConfig counter = config_;
+  counter.expiry_mode = ExpiryMode::counter;
+  ASSERT_TRUE(ok(acquire_request(counter, "c1", "a", kNowMs, {})));
+  ASSERT_TRUE(ok(renew_request(counter, "c1", "a", 1, kNowMs + 10'000)));
+  ASSERT_TRUE(ok(renew_request(counter, "c1", "a", 1, kNowMs + 5'000)));
+  EXPECT_EQ(view().counter, 3);
+}
+
 TEST_F(LeaseRequests, CounterModeAcquireNeedsTheObservedCounterWhateverTheClocks) {
   LeaseConfig counter = config_;
   counter.expiry_mode = ExpiryMode::counter;

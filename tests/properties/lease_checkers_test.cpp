@@ -67,6 +67,10 @@ class TraceBuilder {
   TraceBuilder& applied(int64_t message, const std::string& outcome = "ok") {
     return note(kDynamo, "UpdateItem", outcome, message);
   }
+  // DynamoDB's note of the item's epoch after the write it just applied.
+  TraceBuilder& item_epoch(int64_t message, uint64_t epoch) {
+    return note(kDynamo, "dynamo.item", "lease_epoch " + std::to_string(epoch), message);
+  }
   TraceBuilder& started(const std::string& connection) { return note(kControl, "control.started", connection); }
   TraceBuilder& stopped(const std::string& connection) { return note(kControl, "control.stopped", connection); }
   TraceBuilder& hub_open(const std::string& connection, const std::string& worker) {
@@ -292,6 +296,39 @@ TEST(OwnershipChecker, WriteFromAnEarlierIncarnationIsStale) {
   const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 5_s);
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_THAT(violations[0], AllOf(HasSubstr("renew of connection c1 from w1#1"), HasSubstr("latest acquirer: w1#2")));
+}
+
+// The same incarnation loses the lease and takes it back while a request of
+// its first tenure is held in the network: by owner the late checkpoint
+// looks fine; by epoch it is stale (a core whose checkpoint condition names
+// no epoch lets it through).
+TEST(OwnershipChecker, AWriteUnderAStaleEpochIsAViolationEvenFromTheLatestAcquirer) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 0, 1).applied(1).item_epoch(1, 1);
+  trace.at(2_s).request(kW1, "checkpoint", "c1", 1, 2);  // held in flight
+  trace.at(30_s).request(kW1, "acquire", "c1", 0, 3).applied(3).item_epoch(3, 2);
+  trace.at(50_s).applied(2).item_epoch(2, 2);
+  OwnershipChecker checker(namer());
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 60_s, &checker);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("write accepted under a stale epoch"),
+                                   HasSubstr("checkpoint of connection c1 from w1#1 (epoch 1, request message 2)"),
+                                   HasSubstr("while the lease's epoch was 2")));
+  EXPECT_EQ(checker.writes_judged_by_epoch(), 1u);
+}
+
+// The fence at work: the same late checkpoint refused is counted, not reported.
+TEST(OwnershipChecker, AStaleEpochRequestRefusedIsCountedAsFenced) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).request(kW1, "acquire", "c1", 0, 1).applied(1).item_epoch(1, 1);
+  trace.at(2_s).request(kW1, "checkpoint", "c1", 1, 2);
+  trace.at(30_s).request(kW1, "acquire", "c1", 0, 3).applied(3).item_epoch(3, 2);
+  trace.at(31_s).request(kW1, "renew", "c1", 2, 4).applied(4).item_epoch(4, 2);
+  trace.at(50_s).applied(2, "ConditionalCheckFailedException");
+  OwnershipChecker checker(namer());
+  EXPECT_TRUE(run_ownership(trace, Instant::zero() + 60_s, &checker).empty());
+  EXPECT_EQ(checker.stale_epoch_refused(), 1u);
+  EXPECT_EQ(checker.writes_judged_by_epoch(), 1u);  // the renew, under the current epoch
 }
 
 // ---- hub-side overlaps: figures, not violations ----

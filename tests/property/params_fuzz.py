@@ -44,7 +44,8 @@ TOP = {
     "latency": "dur", "jitter": "dur", "loss": "ratio", "sqs_wait": "dur", "crash_every": "dur",
     "restart_after": "dur", "throttle_partition_wcu_per_s": "int", "deploy_at": "dur", "autoscaler": "bool",
     "autoscale_target": "int", "heal_at": "dur", "expiry": ["wall", "counter"], "algorithm": ["core", "seed"],
-    "pauses": "faults", "partitions": "faults", "clock_steps": "faults", "stops": "stops",
+    "pauses": "faults", "partitions": "faults", "holds": "faults", "hold_delay": "dur", "clock_steps": "faults",
+    "stops": "stops",
 }
 STREAM = {
     "enabled": "bool", "publish_interval": "dur", "message_bytes": "int", "publish_until": "dur",
