@@ -27,19 +27,23 @@ uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
 
 }  // namespace
 
+// Only a write that can change the attribute is noted: an UpdateItem whose
+// update expression names it (directly or through an alias), a PutItem, a
+// DeleteItem. Every other write leaves it as the last note said, so checkers
+// still know it at every write, and the heartbeats (most writes) cost nothing.
 void DynamoNode::note_watched(sim::NodeContext& context, const dynamo::Request& request, uint64_t message) const {
-  const dynamo::Item* key = nullptr;
-  const std::string* table = nullptr;
+  const dynamo::AttributeValue* value = nullptr;
   if (const auto* update = std::get_if<dynamo::UpdateItemRequest>(&request)) {
-    key = &update->key;
-    table = &update->table_name;
-  } else if (const auto* remove = std::get_if<dynamo::DeleteItemRequest>(&request)) {
-    key = &remove->key;
-    table = &remove->table_name;
-  } else {
+    bool named = update->update_expression && update->update_expression->find(watched_) != std::string::npos;
+    for (const auto& [alias, name] : update->write.expression_attribute_names) named = named || name == watched_;
+    if (!named) return;
+    value = store_.peek_attribute(update->table_name, update->key, watched_);
+  } else if (const auto* put = std::get_if<dynamo::PutItemRequest>(&request)) {
+    const auto found = put->item.find(watched_);
+    if (found != put->item.end()) value = &found->second;
+  } else if (!std::holds_alternative<dynamo::DeleteItemRequest>(request)) {
     return;
   }
-  const dynamo::AttributeValue* value = store_.peek_attribute(*table, *key, watched_);
   std::string detail{watched_};
   detail += ' ';
   detail += value != nullptr && value->type() == dynamo::AttributeType::n ? std::string_view{value->text()} : "-";

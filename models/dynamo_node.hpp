@@ -21,8 +21,8 @@ namespace leaseproof::models {
 // first attempt was). Every other success notes "ok".
 inline constexpr std::string_view kIdempotentReplay = "idempotent_replay";
 
-// The label of the note that follows an applied single-item write when the
-// node watches an attribute (DynamoNode::watch_attribute): detail "<name>
+// The label of the note that follows an applied single-item write that can
+// change the attribute the node watches (see the constructor): detail "<name>
 // <value>" (the item's value after the write, "-" when the item or the
 // attribute is gone), value = the request's message id.
 inline constexpr std::string_view kItemNote = "dynamo.item";
@@ -39,9 +39,10 @@ struct DynamoReplyPayload final : sim::Payload {
 
 class DynamoNode final : public sim::Process {
  public:
-  // `watched`: an attribute whose value after each applied UpdateItem or
-  // DeleteItem the node notes (kItemNote), so that checkers can follow it from
-  // the trace alone (the lease epoch); empty: none.
+  // `watched`: an attribute whose value after each applied single-item write
+  // that can change it the node notes (kItemNote), so that checkers can
+  // follow it from the trace alone (the lease epoch); empty: none.
+  // TransactWriteItems are not noted.
   explicit DynamoNode(DynamoStore& store, std::string_view watched = {}) : store_(store), watched_(watched) {}
 
   void on_start(sim::NodeContext&) override {}

@@ -101,10 +101,15 @@ print(f"count-instructions: every run within {tolerance}% of its budget")
 PY
 }
 
-instructions() {  # COMMAND...: instructions the command executes
-  local count
-  count=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-          sed -n 's/.*Collected : \([0-9]*\).*/\1/p')
+instructions() {  # COMMAND...: instructions the command executes (it must succeed)
+  local count report status=0
+  report=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null) || status=$?
+  if ((status != 0)); then
+    # A run that fails (a renew refused, a run that aborts) measures something else.
+    echo "count-instructions: exit status $status from: $*" >&2
+    exit 2
+  fi
+  count=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$report")
   if [[ -z $count ]]; then
     echo "count-instructions: valgrind counted nothing for: $*" >&2
     exit 2
