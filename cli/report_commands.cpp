@@ -30,7 +30,7 @@ bool commit_perfetto(report::PerfettoFile& file, const scenarios::RunResult& res
       {"trace hash", sim::format_hash(result.trace_hash)},
       {"reproduce", scenarios::reproduce_command(result)},
   };
-  if (std::string error = file.commit(Instant::zero() + result.duration, metadata); !error.empty()) {
+  if (std::string error = file.commit(Instant::zero() + result.duration, metadata, result.violations); !error.empty()) {
     fmt::print(stderr, "leaseproof: error: --perfetto: {}\n", error);
     return false;
   }

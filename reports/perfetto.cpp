@@ -9,8 +9,12 @@
 #include "base/assert.hpp"
 #include "models/dynamo_node.hpp"
 #include "reports/perfetto.hpp"
+#include <algorithm>
+#include <cctype>
 #include <limits>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <ostream>
 #include <string_view>
 
@@ -109,6 +113,54 @@ std::string describe(const notes::LeaseRequest& request) {
   return fmt::format("{} {} fenced by epoch {}", request.kind, request.connection, request.epoch);
 }
 
+constexpr std::string_view kReplyType = "dynamo.reply";  // models/dynamo_node.cpp
+
+// A DynamoDB request on its way: sent, then answered by DynamoDB (whose
+// reply is the next "dynamo.reply" that node sends), then its reply arrives.
+struct RequestTrip {
+  uint64_t request = 0;  // message ids
+  uint64_t reply = 0;
+  NodeId caller;
+  Instant sent_at;
+  Instant answered_at;
+  Instant arrived_at;
+  std::string operation;
+  std::string outcome;
+  std::string kind;        // the lease request's (renew, acquire...), or empty
+  std::string connection;  // the lease request's, or empty
+};
+
+// A flow for a request whose answer the trace shows anyway (an acquire, a
+// release, a reconcile, any error); the others only for the connections a
+// violation names.
+bool notable(const RequestTrip& trip) {
+  const bool refused = trip.outcome != "ok" && trip.outcome != models::kIdempotentReplay;
+  return refused || always_shown(trip.kind);
+}
+
+// The time a violation happened: the first "@<duration>" of its text (the
+// checkers write true times so); nullopt when it names none.
+std::optional<Instant> violation_time(std::string_view text) {
+  const size_t at = text.find('@');
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t end = at + 1;
+  while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+  const std::optional<Duration> since_zero = parse_duration(text.substr(at + 1, end - at - 1));
+  if (!since_zero) return std::nullopt;
+  return Instant::zero() + *since_zero;
+}
+
+// The connections a violation's text names ("connection c17").
+std::set<std::string, std::less<>> violation_connections(std::string_view text) {
+  std::set<std::string, std::less<>> out;
+  constexpr std::string_view kWord = "connection ";
+  for (size_t at = text.find(kWord); at != std::string_view::npos; at = text.find(kWord, at + 1)) {
+    const std::string_view name = notes::word(text.substr(at + kWord.size()), 0);
+    if (name.size() > 1 && name[0] == 'c') out.emplace(name.substr(0, name.find_first_of(",:;)")));
+  }
+  return out;
+}
+
 }  // namespace
 
 struct PerfettoWriter::State {
@@ -123,6 +175,14 @@ struct PerfettoWriter::State {
   std::map<std::string, LinkCut, std::less<>> links;                // by "partition a -> b"
   std::map<std::pair<int64_t, std::string>, RateCounter> counters;  // by pid and name
   std::map<std::string, uint64_t, std::less<>> instants_by_category;
+  // Request -> reply flows: DynamoDB requests sent, by message id; the
+  // request each DynamoDB node answered last (its reply follows at once);
+  // replies on their way, by message id; and the trips whose reply arrived.
+  std::map<uint64_t, std::pair<NodeId, Instant>> dynamodb_sent;
+  std::map<NodeId, RequestTrip> answering;
+  std::map<uint64_t, RequestTrip> replies;
+  std::vector<RequestTrip> trips;
+  uint64_t trips_not_kept = 0;
   RateCounter* last_counter = nullptr;
   int64_t last_counter_pid = 0;
   std::string last_counter_name;
@@ -130,7 +190,8 @@ struct PerfettoWriter::State {
   bool finished = false;
 
   void observe(const TraceEvent& e);
-  void finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata);
+  void finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata,
+              const std::vector<std::string>& violations);
 
  private:
   void on_world_event(const TraceEvent& e);
@@ -145,6 +206,11 @@ struct PerfettoWriter::State {
   void on_lease_close(const TraceEvent& e);
   void on_dynamodb(const TraceEvent& e);
   void on_session(const TraceEvent& e);
+  void on_send(const TraceEvent& e);
+  void on_deliver(const TraceEvent& e);
+  void forget_old_requests(Instant now);
+  void write_violations(Instant end, const std::vector<std::string>& violations);
+  void write_flows(const std::vector<std::string>& violations);
 
   void instant(std::string_view category, Track track, std::string_view name, Instant at, const Args& args);
   void close(OpenSlice& slice, std::string_view category, Instant end, std::string_view closed_by);
@@ -162,8 +228,9 @@ void PerfettoWriter::State::observe(const TraceEvent& e) {
   if (!e.node.valid()) return on_world_event(e);
   switch (e.kind) {
     case EventKind::send:
-      return count(tracks.network_main(), "messages/s", e.true_time, "sent");
+      return on_send(e);
     case EventKind::drop:
+      replies.erase(e.id);  // a lost reply draws no flow
       return on_drop(e);
     case EventKind::crash:
     case EventKind::exit:
@@ -192,6 +259,7 @@ void PerfettoWriter::State::observe(const TraceEvent& e) {
     case EventKind::note:
       return on_note(e);
     case EventKind::deliver:
+      return on_deliver(e);
     case EventKind::timer:
     case EventKind::queued:
       return;  // too many to draw; the rates show the load
@@ -369,6 +437,14 @@ void PerfettoWriter::State::on_dynamodb(const TraceEvent& e) {
   }
   const std::optional<notes::LeaseRequest> request =
       requests.answered(static_cast<uint64_t>(e.value), e.label, outcome);
+  const auto sent = dynamodb_sent.find(static_cast<uint64_t>(e.value));
+  if (sent != dynamodb_sent.end()) {
+    answering[e.node] = RequestTrip{sent->first, 0, sent->second.first, sent->second.second, e.true_time, e.true_time,
+                                    std::string{e.label}, std::string{outcome},
+                                    request ? std::string{request->kind} : std::string{},
+                                    request && request->connection != "-" ? std::string{request->connection} : std::string{}};
+    dynamodb_sent.erase(sent);
+  }
   if (!request || (outcome == "ok" && !always_shown(request->kind))) return;
   // On the requesting worker's track, at the instant DynamoDB decided.
   instant("lease request", request_track(*request), fmt::format("{} {}", request->kind, outcome), e.true_time,
@@ -386,6 +462,111 @@ void PerfettoWriter::State::on_session(const TraceEvent& e) {
   instant(e.label, tracks.node_named(e.node, "sessions"),
           fmt::format("{} {} by {}", connection, opens ? "opened" : "closed", who), e.true_time,
           Args{}.add("connection", connection).add("by", who).add("subscribers after", e.value));
+}
+
+// ---- request -> reply flows ----------------------------------------------------
+
+void PerfettoWriter::State::on_send(const TraceEvent& e) {
+  count(tracks.network_main(), "messages/s", e.true_time, "sent");
+  if (notes::is_dynamodb_operation(e.label)) {
+    forget_old_requests(e.true_time);
+    dynamodb_sent.emplace(e.id, std::pair{e.node, e.true_time});
+    return;
+  }
+  if (e.label != kReplyType) return;
+  const auto answer = answering.find(e.node);
+  if (answer == answering.end() || answer->second.caller != e.peer) return;
+  answer->second.reply = e.id;
+  replies.emplace(e.id, std::move(answer->second));
+  answering.erase(answer);
+}
+
+void PerfettoWriter::State::on_deliver(const TraceEvent& e) {
+  const auto found = replies.find(e.id);
+  if (found == replies.end()) return;
+  RequestTrip trip = std::move(found->second);
+  replies.erase(found);
+  trip.arrived_at = e.true_time;
+  // Routine answers of requests that name no connection can never be chosen.
+  if (trip.connection.empty() && !notable(trip)) return;
+  if (trips.size() >= kTripsKeptMax) {
+    ++trips_not_kept;
+    return;
+  }
+  trips.push_back(std::move(trip));
+}
+
+// Requests never answered, and replies never delivered, are dropped after
+// kRequestHorizon: the maps stay bounded by the load of that window.
+void PerfettoWriter::State::forget_old_requests(Instant now) {
+  if (now - Instant::zero() < kRequestHorizon) return;
+  const Instant horizon = now - kRequestHorizon;
+  while (!dynamodb_sent.empty() && dynamodb_sent.begin()->second.second < horizon) dynamodb_sent.erase(dynamodb_sent.begin());
+  while (!replies.empty() && replies.begin()->second.sent_at < horizon) replies.erase(replies.begin());
+}
+
+// One instant per violation on the "violations" track, at the time its text
+// gives (else at the end of the run, saying so), the text in its arguments.
+void PerfettoWriter::State::write_violations(Instant end, const std::vector<std::string>& violations) {
+  std::vector<std::pair<Instant, const std::string*>> placed;
+  for (const std::string& text : violations) placed.emplace_back(violation_time(text).value_or(end), &text);
+  std::stable_sort(placed.begin(), placed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [at, text] : placed) {
+    Args args;
+    args.add("violation", *text);
+    if (!violation_time(*text)) args.add("time", "not in the text: placed at the end of the run");
+    std::string connections;
+    for (const std::string& c : violation_connections(*text)) connections += (connections.empty() ? "" : " ") + c;
+    if (!connections.empty()) args.add("connections", connections);
+    const std::string kind = text->substr(0, text->find(':'));
+    writer.instant(tracks.checkers_named("violations"), "violation", kind, std::min(at, end), args);
+    ++figures.violations;
+  }
+}
+
+// The chosen trips, earliest first, at most kFlowsMax: a slice of no
+// duration where the caller sent the request and one where the reply
+// reached it, joined by a flow (id: the request's message id). Written per
+// track in time order, as every track's slices are.
+void PerfettoWriter::State::write_flows(const std::vector<std::string>& violations) {
+  std::set<std::string, std::less<>> involved;
+  for (const std::string& text : violations) involved.merge(violation_connections(text));
+  struct Point {
+    Instant at;
+    uint64_t request;
+    bool out;
+    const RequestTrip* trip;
+  };
+  std::vector<Point> points;
+  for (const RequestTrip& trip : trips) {  // in order of arrival
+    if (!notable(trip) && !involved.contains(trip.connection)) continue;
+    if (figures.flows >= kFlowsMax) {
+      ++figures.flows_not_written;
+      continue;
+    }
+    ++figures.flows;
+    points.push_back({trip.sent_at, trip.request, true, &trip});
+    points.push_back({trip.arrived_at, trip.request, false, &trip});
+  }
+  std::sort(points.begin(), points.end(), [](const Point& a, const Point& b) {
+    return std::tuple{a.at, a.request, !a.out} < std::tuple{b.at, b.request, !b.out};
+  });
+  for (const Point& p : points) {
+    const RequestTrip& t = *p.trip;
+    const std::string what = t.kind.empty()         ? t.operation
+                             : t.connection.empty() ? t.kind
+                                                    : fmt::format("{} {}", t.kind, t.connection);
+    Args args;
+    args.add("request", t.request).add("operation", t.operation);
+    if (!p.out) {
+      args.add("reply", t.reply).add("dynamodb", t.outcome);
+      args.add("answered after", notes::format_measured(t.answered_at - t.sent_at));
+      args.add("round trip", notes::format_measured(t.arrived_at - t.sent_at));
+    }
+    writer.flow_point(tracks.node_named(t.caller, "dynamodb requests"), "request",
+                      p.out ? fmt::format("{} sent", what) : fmt::format("{} reply: {}", what, t.outcome), p.at, args,
+                      t.request, p.out);
+  }
 }
 
 // ---- emitting ------------------------------------------------------------------
@@ -430,7 +611,8 @@ Track PerfettoWriter::State::request_track(const notes::LeaseRequest& request) {
   return tracks.node_connection(request.worker, request.connection);
 }
 
-void PerfettoWriter::State::finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata) {
+void PerfettoWriter::State::finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata,
+                                   const std::vector<std::string>& violations) {
   LP_ASSERT(!finished);
   LP_ASSERT_GE(end, last);
   tracks.set_trace(nullptr);  // the run, and maybe its trace, is over: names are all known
@@ -445,11 +627,16 @@ void PerfettoWriter::State::finish(Instant end, const std::vector<std::pair<std:
     if (link.slice) close(*link.slice, "network", end, "end of run");
   }
   for (auto& [key, counter] : counters) counter.finish(writer, figures, end);
+  write_violations(end, violations);
+  write_flows(violations);
   Args other;
   for (const auto& [key, value] : metadata) other.add(key, value);
   for (const auto& [category, suppressed] : figures.suppressed_instants) {
     other.add(fmt::format("instants not written ({})", category), suppressed);
   }
+  other.add("flows", figures.flows);
+  if (figures.flows_not_written > 0) other.add("flows not written (over the bound)", figures.flows_not_written);
+  if (trips_not_kept > 0) other.add("requests not considered for flows (over the bound)", trips_not_kept);
   figures.tracks = tracks.count();
   writer.close(other);
   figures.events = writer.events();
@@ -468,8 +655,9 @@ void PerfettoWriter::attach(sim::Trace& trace) {
 
 void PerfettoWriter::observe(const TraceEvent& event) { state_->observe(event); }
 
-void PerfettoWriter::finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata) {
-  state_->finish(end, metadata);
+void PerfettoWriter::finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata,
+                            const std::vector<std::string>& violations) {
+  state_->finish(end, metadata, violations);
 }
 
 const PerfettoFigures& PerfettoWriter::figures() const {
@@ -500,9 +688,10 @@ PerfettoFile::~PerfettoFile() {
   std::filesystem::remove(temporary_, ignored);
 }
 
-std::string PerfettoFile::commit(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata) {
+std::string PerfettoFile::commit(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata,
+                                 const std::vector<std::string>& violations) {
   LP_ASSERT(!committed_);
-  writer_->finish(end, metadata);
+  writer_->finish(end, metadata, violations);
   out_.close();
   std::error_code error;
   if (!out_) {

@@ -24,6 +24,9 @@ struct PerfettoFigures {
   uint64_t lease_slices = 0;
   uint64_t instants = 0;
   uint64_t counter_samples = 0;
+  uint64_t violations = 0;  // instants on the "violations" track
+  uint64_t flows = 0;       // request -> reply flows drawn
+  uint64_t flows_not_written = 0;  // chosen but beyond kFlowsMax
   uint64_t tracks = 0;
   std::map<std::string, uint64_t> suppressed_instants;  // by category, beyond the per-category bound
 };
@@ -34,6 +37,11 @@ class PerfettoWriter {
   // beyond this many are counted, not written: the counters still show them,
   // and the file stays small enough to load.
   static constexpr uint64_t kInstantsPerCategoryMax = 10'000;
+  // Request -> reply flows (docs/perfetto.md says which requests get one):
+  // at most this many a run, earliest first; and at most kTripsKeptMax
+  // answered requests are held until finish() chooses among them.
+  static constexpr uint64_t kFlowsMax = 10'000;
+  static constexpr uint64_t kTripsKeptMax = 500'000;
 
   explicit PerfettoWriter(std::ostream& out);
   ~PerfettoWriter();
@@ -46,8 +54,11 @@ class PerfettoWriter {
   void attach(sim::Trace& trace);
   void observe(const sim::TraceEvent& event);
   // Ends every slice still open at `end` (the run's end), writes the last
-  // counter samples and ends the document; `metadata` goes to its otherData.
-  void finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata = {});
+  // counter samples, the run's `violations` (the checkers' texts) on the
+  // "violations" track and the request -> reply flows, and ends the
+  // document; `metadata` goes to its otherData.
+  void finish(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata = {},
+              const std::vector<std::string>& violations = {});
 
   const PerfettoFigures& figures() const;
 
@@ -70,7 +81,8 @@ class PerfettoFile {
   void attach(sim::Trace& trace) { writer_->attach(trace); }
   // Finishes the document, closes and renames it. Empty on success, else the
   // error (FILE.tmp is removed and nothing is left under FILE's name).
-  std::string commit(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata = {});
+  std::string commit(Instant end, const std::vector<std::pair<std::string, std::string>>& metadata = {},
+                     const std::vector<std::string>& violations = {});
   const PerfettoFigures& figures() const { return writer_->figures(); }
   const std::string& path() const { return path_; }
 

@@ -16,6 +16,7 @@ constexpr int64_t kNamedLocalMax = 999;          // "state", "errors", link trac
 constexpr int64_t kConnectionLocalBase = 1'000;  // "c<N>" -> 1000 + N
 constexpr int64_t kOverflowLocal = 91'000;       // anything else, in order of first use
 constexpr int64_t kPidMax = 21'000;              // keeps every tid below 2^31
+constexpr int64_t kCheckersPid = kPidMax;        // above every node's
 constexpr std::string_view kMainTrack = "events";
 constexpr std::string_view kNetworkMainTrack = "world events";
 
@@ -92,6 +93,7 @@ Track Tracks::node_connection(NodeId node, std::string_view connection) { return
 Track Tracks::node_track(NodeId node, std::string_view name, bool is_connection) {
   LP_ASSERT(node.valid());
   const int64_t pid = static_cast<int64_t>(node.value) + 2;
+  LP_ASSERT_LT(pid, kCheckersPid);
   const std::string process_name = node_name(node);
   Process& owner = process(pid, process_name, kind_rank(process_name) * kTidsPerProcess + node.value);
   // The main track comes first, so that its tid is the pid (Perfetto's main thread).
@@ -108,6 +110,11 @@ Track Tracks::network_named(std::string_view name) {
   Process& network = process(kNetworkPid, "network", 3 * kTidsPerProcess);
   track(kNetworkPid, network, kNetworkMainTrack, false);
   return track(kNetworkPid, network, name, false);
+}
+
+Track Tracks::checkers_named(std::string_view name) {
+  Process& checkers = process(kCheckersPid, "checkers", 0);  // sort index 0: above the network and the nodes
+  return track(kCheckersPid, checkers, name, false);
 }
 
 }  // namespace leaseproof::report

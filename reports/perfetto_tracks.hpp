@@ -4,6 +4,7 @@
 //
 //   pid 1        "network": drops, partitions and clogs per directed link,
 //                message rates, and world events (autoscaler, deploy)
+//   pid 21000    "checkers": the "violations" track, at the top
 //   pid node+2   one process per node, named after it; its main track
 //                ("events", tid = pid) holds instants, other tracks are
 //                named ("state", "errors", "sessions") or one per connection
@@ -35,6 +36,7 @@ class Tracks {
   Track node_connection(NodeId node, std::string_view connection);
   Track network_main();
   Track network_named(std::string_view name);
+  Track checkers_named(std::string_view name);
 
   std::string node_name(NodeId node) const;
   uint64_t count() const { return count_; }

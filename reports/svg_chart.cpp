@@ -15,7 +15,10 @@ namespace {
 constexpr double kLeft = 70;
 constexpr double kRight = 170;  // room for the legend
 constexpr double kTop = 34;
+constexpr double kCaptionHeight = 16;  // added to the top when a chart has a caption
 constexpr double kBottom = 50;
+constexpr double kCategoryBottom = 84;  // room for slanted category labels
+constexpr size_t kUpright = 5;          // category labels slant beyond this many
 constexpr int kTicks = 6;
 
 struct Range {
@@ -50,9 +53,11 @@ struct Frame {
   Range y;
   double width;
   double height;
+  double top = kTop;
+  double bottom = kBottom;
 
   double px(double value) const { return kLeft + (value - x.low) / (x.high - x.low) * (width - kLeft - kRight); }
-  double py(double value) const { return height - kBottom - (value - y.low) / (y.high - y.low) * (height - kTop - kBottom); }
+  double py(double value) const { return height - bottom - (value - y.low) / (y.high - y.low) * (height - top - bottom); }
 };
 
 std::string marker_svg(const Point& point, const Frame& frame, std::string_view fill) {
@@ -71,15 +76,33 @@ std::string marker_svg(const Point& point, const Frame& frame, std::string_view 
   return fmt::format("<g><title>{}</title>{}</g>", escape(point.tip), shape);
 }
 
-std::string axes_svg(const Chart& chart, const Frame& frame) {
+// One tick per category, its label slanted when there are many.
+std::string category_ticks_svg(const Chart& chart, const Frame& frame) {
   std::string out;
+  const bool slanted = chart.x_categories.size() > kUpright;
+  for (size_t i = 0; i < chart.x_categories.size(); ++i) {
+    const double x = frame.px(static_cast<double>(i));
+    const double y = frame.height - frame.bottom + 16;
+    out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="grid"/>)svg", x, frame.top,
+                       frame.height - frame.bottom);
+    out += slanted ? fmt::format(R"svg(<text transform="translate({:.1f} {:.1f}) rotate(-35)" class="tick" text-anchor="end">{}</text>)svg",
+                                 x + 4, y - 4, escape(chart.x_categories[i]))
+                   : fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{}</text>)svg", x, y,
+                                 escape(chart.x_categories[i]));
+  }
+  return out;
+}
+
+std::string axes_svg(const Chart& chart, const Frame& frame) {
+  std::string out = category_ticks_svg(chart, frame);
   for (const double tick : nice_ticks(frame.x.low, frame.x.high, kTicks)) {
+    if (!chart.x_categories.empty()) break;
     if (tick < frame.x.low - 1e-9 || tick > frame.x.high + 1e-9) continue;
     const double x = frame.px(tick);
-    out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="grid"/>)svg", x, kTop,
-                       frame.height - kBottom);
+    out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="grid"/>)svg", x, frame.top,
+                       frame.height - frame.bottom);
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{}</text>)svg", x,
-                       frame.height - kBottom + 16, tick_text(tick));
+                       frame.height - frame.bottom + 16, tick_text(tick));
   }
   for (const double tick : nice_ticks(frame.y.low, frame.y.high, kTicks)) {
     if (tick < frame.y.low - 1e-9 || tick > frame.y.high + 1e-9) continue;
@@ -89,12 +112,12 @@ std::string axes_svg(const Chart& chart, const Frame& frame) {
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)svg", kLeft - 6, y + 4,
                        tick_text(tick));
   }
-  out += fmt::format(R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" class="frame"/>)svg", kLeft, kTop,
-                     frame.width - kLeft - kRight, frame.height - kTop - kBottom);
+  out += fmt::format(R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" class="frame"/>)svg", kLeft, frame.top,
+                     frame.width - kLeft - kRight, frame.height - frame.top - frame.bottom);
   out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="label" text-anchor="middle">{}</text>)svg",
                      (kLeft + frame.width - kRight) / 2, frame.height - 12, escape(chart.x_label));
   out += fmt::format(R"svg(<text transform="translate(16 {:.1f}) rotate(-90)" class="label" text-anchor="middle">{}</text>)svg",
-                     (kTop + frame.height - kBottom) / 2, escape(chart.y_label));
+                     (frame.top + frame.height - frame.bottom) / 2, escape(chart.y_label));
   return out;
 }
 
@@ -103,12 +126,12 @@ std::string references_svg(const Chart& chart, const Frame& frame) {
   for (const ReferenceLine& line : chart.references) {
     if (line.vertical) {
       const double x = frame.px(line.at);
-      out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="reference"/>)svg", x, kTop,
-                         frame.height - kBottom);
+      out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="reference"/>)svg", x,
+                         frame.top, frame.height - frame.bottom);
       // Near the right edge the label goes to the left of its line (the legend is on the right).
       const bool left = x > kLeft + 0.7 * (frame.width - kLeft - kRight);
       out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="{}">{}</text>)svg",
-                         left ? x - 3 : x + 3, kTop + 12, left ? "end" : "start", escape(line.label));
+                         left ? x - 3 : x + 3, frame.top + 12, left ? "end" : "start", escape(line.label));
     } else {
       const double y = frame.py(line.at);
       out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{2:.1f}" x2="{1:.1f}" y2="{2:.1f}" class="reference"/>)svg", kLeft,
@@ -141,7 +164,7 @@ std::string series_svg(const Chart& chart, const Frame& frame) {
 
 std::string legend_svg(const Chart& chart, const Frame& frame) {
   std::string out;
-  double y = kTop + 8;
+  double y = frame.top + 8;
   const double x = frame.width - kRight + 14;
   for (size_t s = 0; s < chart.series.size(); ++s) {
     out += fmt::format(R"svg(<rect x="{:.1f}" y="{:.1f}" width="10" height="10" fill="{}"/>)svg", x, y - 9, color(s));
@@ -197,6 +220,10 @@ std::string render(const Chart& chart) {
   std::string out = fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{0:.0f}" height="{1:.0f}" viewBox="0 0 {0:.0f} {1:.0f}" role="img" aria-label="{2}">)svg",
                                 chart.width, chart.height, escape(chart.title));
   out += fmt::format(R"svg(<text x="{:.1f}" y="20" class="title">{}</text>)svg", kLeft, escape(chart.title));
+  for (size_t i = 0; i < chart.caption.size(); ++i) {
+    out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="caption">{}</text>)svg", kLeft,
+                       36 + kCaptionHeight * static_cast<double>(i), escape(chart.caption[i]));
+  }
   if (xs.empty()) {
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="label">nothing to show</text></svg>)svg", kLeft,
                        chart.height / 2);
@@ -204,6 +231,11 @@ std::string render(const Chart& chart) {
   }
   for (const ReferenceLine& line : chart.references) (line.vertical ? xs : ys).push_back(line.at);
   Frame frame{axis_range(xs, false), axis_range(ys, true), chart.width, chart.height};
+  frame.top = kTop + kCaptionHeight * static_cast<double>(chart.caption.size());
+  if (!chart.x_categories.empty()) {
+    frame.x = Range{-0.5, static_cast<double>(chart.x_categories.size()) - 0.5};
+    if (chart.x_categories.size() > kUpright) frame.bottom = kCategoryBottom;
+  }
   out += axes_svg(chart, frame) + references_svg(chart, frame) + series_svg(chart, frame) + legend_svg(chart, frame);
   return out + "</svg>";
 }

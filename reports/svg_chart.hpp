@@ -39,7 +39,13 @@ struct ReferenceLine {
 
 struct Chart {
   std::string title;
+  // Lines under the title: what each point aggregates (over which axes and
+  // seeds), so that no chart sums or overlays without saying so.
+  std::vector<std::string> caption;
   std::string x_label;
+  // Set: the x axis is categorical, a point's x is an index into these
+  // labels (configurations whose ratio would collide on a numeric axis).
+  std::vector<std::string> x_categories;
   std::string y_label;
   std::vector<Series> series;
   std::vector<ReferenceLine> references;

@@ -3,6 +3,7 @@
 #include "reports/sweep_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -32,6 +33,7 @@ code { font-size: 12px; word-break: break-all; }
 svg.chart { border: 1px solid #e4e4e4; background: #fff; }
 svg text { font: 11px system-ui, sans-serif; fill: #333; }
 svg text.title { font-size: 13px; font-weight: 600; } svg text.label { font-size: 12px; }
+svg text.caption { font-size: 11.5px; fill: #555; }
 svg .grid { stroke: #eee; } svg .frame { fill: none; stroke: #999; }
 svg .reference { stroke: #888; stroke-dasharray: 5 4; } svg .highlight { fill: none; stroke: #000; stroke-width: 2; }
 svg .overlap { fill: #ff0000; fill-opacity: 0.55; stroke: #b00000; }
@@ -59,22 +61,102 @@ size_t series_index(std::vector<svg::Series>& series, const std::string& name) {
 
 std::string variant_of(const CellSummary& cell) { return cell.variant.empty() ? "runs" : cell.variant; }
 
+// The axes whose values differ among the cells of one group: what the
+// group's point overlays or sums, comma-separated in axis order ("" if none).
+std::string varying_axes(const SweepData& data, const std::map<std::string, std::vector<size_t>>& groups) {
+  std::string out;
+  for (size_t a = 0; a < data.spec.axes.size(); ++a) {
+    const bool varies = std::any_of(groups.begin(), groups.end(), [&](const auto& group) {
+      return std::any_of(group.second.begin(), group.second.end(),
+                         [&](size_t cell) { return data.cells[cell].values[a] != data.cells[group.second.front()].values[a]; });
+    });
+    if (varies) out += (out.empty() ? "" : ", ") + data.spec.axes[a].name;
+  }
+  return out;
+}
+
+std::string lease_pair_text(double heartbeat_s, double lease_s) {
+  return fmt::format("{}s / {}s", svg::tick_text(heartbeat_s), svg::tick_text(lease_s));
+}
+
+// Where the recovery chart puts a cell: at its lease / heartbeat ratio, or,
+// when two (heartbeat, lease) pairs share a ratio (2.5 s / 10 s, 5 s / 20 s
+// and 10 s / 40 s), at its pair on a categorical axis ordered by ratio:
+// stacking different configurations on one point would hide which is which.
+struct RecoveryAxis {
+  std::vector<std::pair<double, double>> pairs;  // (heartbeat, lease), by ratio then heartbeat
+  bool categorical = false;
+
+  double x(double heartbeat_s, double lease_s) const {
+    if (!categorical) return lease_s / heartbeat_s;
+    return static_cast<double>(std::find(pairs.begin(), pairs.end(), std::pair{heartbeat_s, lease_s}) - pairs.begin());
+  }
+};
+
+RecoveryAxis recovery_axis(const std::vector<const CellSummary*>& cells) {
+  RecoveryAxis axis;
+  std::set<std::pair<double, double>> pairs;
+  for (const CellSummary* s : cells) pairs.insert({*s->heartbeat_s, *s->lease_s});
+  axis.pairs.assign(pairs.begin(), pairs.end());
+  std::stable_sort(axis.pairs.begin(), axis.pairs.end(),
+                   [](const auto& a, const auto& b) { return a.second / a.first < b.second / b.first; });
+  for (size_t i = 1; i < axis.pairs.size(); ++i) {
+    const double previous = axis.pairs[i - 1].second / axis.pairs[i - 1].first;
+    if (std::abs(axis.pairs[i].second / axis.pairs[i].first - previous) < 1e-9) axis.categorical = true;
+  }
+  return axis;
+}
+
+// Crash recovery per cell: judged gaps (p99 and max) in the variant's
+// series, excused gaps in a series of their own beside it, so a variant
+// whose gaps were excused is never drawn faster than its gaps were.
 std::string recovery_chart(const SweepData& data, const SweepSummary& summary) {
-  svg::Chart chart;
-  chart.title = "Crash recovery vs lease / heartbeat";
-  chart.x_label = "lease / heartbeat";
-  chart.y_label = "crash gap (s)";
+  std::vector<const SweepCell*> drawn;
+  std::vector<const CellSummary*> figures;
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
     const GapStats* crash = s.crash();
-    if (!cell.valid() || crash == nullptr || crash->gaps == 0 || !s.heartbeat_s || !s.lease_s) continue;
-    const double ratio = *s.lease_s / *s.heartbeat_s;
-    const size_t i = series_index(chart.series, variant_of(s));
-    const std::string tip = fmt::format("cell {}: {} (p99 {} s, max {} s)", cell.index, cell_label(data.spec, cell),
-                                        text::seconds(crash->p99_ms), text::seconds(crash->max_ms));
-    chart.series[i].points.push_back({ratio, crash->p99_ms / 1000, tip, svg::Marker::dot});
-    chart.series[i].points.push_back({ratio, crash->max_ms / 1000, tip, svg::Marker::ring});
+    if (!cell.valid() || crash == nullptr || crash->all_gaps() == 0 || !s.heartbeat_s || !s.lease_s) continue;
+    drawn.push_back(&cell);
+    figures.push_back(&s);
   }
+  const RecoveryAxis axis = recovery_axis(figures);
+  svg::Chart chart;
+  chart.height = axis.categorical ? 420 : 380;
+  chart.title = axis.categorical ? "Crash recovery by heartbeat / lease" : "Crash recovery vs lease / heartbeat";
+  chart.x_label = axis.categorical ? "heartbeat / lease (ratios collide: one position per pair, by ratio)" : "lease / heartbeat";
+  chart.y_label = "crash gap (s)";
+  if (axis.categorical) {
+    for (const auto& [heartbeat, lease] : axis.pairs) chart.x_categories.push_back(lease_pair_text(heartbeat, lease));
+  }
+  std::map<std::string, std::vector<size_t>> positions;  // (series, x): the cells drawn there
+  for (size_t c = 0; c < drawn.size(); ++c) {
+    const CellSummary& s = *figures[c];
+    const GapStats& crash = *s.crash();
+    const double x = axis.x(*s.heartbeat_s, *s.lease_s);
+    positions[fmt::format("{} {}", variant_of(s), x)].push_back(drawn[c]->index);
+    const std::string cell = fmt::format("cell {}: {}", drawn[c]->index, cell_label(data.spec, *drawn[c]));
+    const std::string all = fmt::format("p99 of all {} gaps, excused included: {} s", crash.all_gaps(),
+                                        text::seconds(crash.with_excused_p99_ms));
+    if (crash.gaps > 0) {
+      const std::string tip = fmt::format("{} ({} judged gaps: p99 {} s, max {} s; {})", cell, crash.gaps,
+                                          text::seconds(crash.p99_ms), text::seconds(crash.max_ms), all);
+      svg::Series& judged = chart.series[series_index(chart.series, variant_of(s))];
+      judged.points.push_back({x, crash.p99_ms / 1000, tip, svg::Marker::dot});
+      judged.points.push_back({x, crash.max_ms / 1000, tip, svg::Marker::ring});
+    }
+    if (crash.excused > 0) {
+      const std::string tip = fmt::format("{} ({} excused gaps: p99 {} s, max {} s; {})", cell, crash.excused,
+                                          text::seconds(crash.excused_p99_ms), text::seconds(crash.excused_max_ms), all);
+      svg::Series& excused = chart.series[series_index(chart.series, variant_of(s) + ": excused gaps")];
+      excused.points.push_back({x, crash.excused_p99_ms / 1000, tip, svg::Marker::dot});
+      excused.points.push_back({x, crash.excused_max_ms / 1000, tip, svg::Marker::ring});
+    }
+  }
+  chart.caption.push_back("One point per cell: p99 and max over its seeds' gaps; excused gaps (overlapping");
+  chart.caption.push_back("another fault) as their own series. Ranking uses the p99 of all gaps.");
+  const std::string overlaid = varying_axes(data, positions);
+  if (!overlaid.empty()) chart.caption.push_back("Overlaid at one position (not summed): cells differing in " + overlaid + ".");
   chart.references.push_back({false, static_cast<double>(data.spec.recovery_target.ns()) / 1e9,
                               "target " + format_duration(data.spec.recovery_target)});
   chart.notes = {"dot: p99 of the cell", "ring: max of the cell"};
@@ -84,15 +166,16 @@ std::string recovery_chart(const SweepData& data, const SweepSummary& summary) {
 std::string cost_chart(const SweepData& data, const SweepSummary& summary) {
   svg::Chart chart;
   chart.title = fmt::format("Monthly cost ({}, on demand) vs crash recovery p99", data.spec.prices.front().name);
-  chart.x_label = "crash recovery p99 (s)";
+  chart.caption = {"One point per cell, its seeds together; p99 over every crash gap, excused ones included."};
+  chart.x_label = "crash recovery p99, excused gaps included (s)";
   chart.y_label = "$ / month on demand";
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
     const GapStats* crash = s.crash();
-    if (!cell.valid() || crash == nullptr || crash->gaps == 0) continue;
+    if (!cell.valid() || crash == nullptr || crash->all_gaps() == 0) continue;
     const size_t i = series_index(chart.series, variant_of(s));
     chart.series[i].points.push_back(
-        {crash->p99_ms / 1000, s.total_cost[0].on_demand(),
+        {crash->with_excused_p99_ms / 1000, s.total_cost[0].on_demand(),
          fmt::format("cell {}: {} ({}, {} failing seeds)", cell.index, cell_label(data.spec, cell),
                      text::money(s.total_cost[0].on_demand()), s.failing_seeds),
          s.failing_seeds == 0 ? svg::Marker::dot : svg::Marker::cross});
@@ -108,13 +191,15 @@ std::string cost_chart(const SweepData& data, const SweepSummary& summary) {
 }
 
 // Failing seeds (single ownership) as a share of the seeds run, by the first
-// skew or pause axis's value, summed over the other axes per variant.
+// skew or pause axis's value, per variant: the cells of one (variant, value)
+// are summed, and the caption names the axes they differ in.
 std::string violations_chart(const SweepData& data, const SweepSummary& summary) {
   const auto axis = std::find_if(data.spec.axes.begin(), data.spec.axes.end(),
                                  [](const SweepAxis& a) { return is_stress_axis(a.name); });
   if (axis == data.spec.axes.end()) return "<p class=\"note\">The grid has no skew or pause axis: no violations-vs-skew chart.</p>";
   const size_t a = static_cast<size_t>(axis - data.spec.axes.begin());
   std::map<std::pair<std::string, double>, std::pair<uint64_t, uint64_t>> counts;  // (variant, value) -> failing, seeds
+  std::map<std::string, std::vector<size_t>> summed;                               // the cells of each point
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
     if (!cell.valid() || s.seeds_run == 0) continue;
@@ -122,21 +207,24 @@ std::string violations_chart(const SweepData& data, const SweepSummary& summary)
     auto& [failing, seeds] = counts[{variant_of(s), value}];
     failing += s.failing("single ownership");
     seeds += s.seeds_run;
+    summed[fmt::format("{} {}", variant_of(s), value)].push_back(cell.index);
   }
   svg::Chart chart;
   chart.title = fmt::format("Single-ownership violations vs {}", axis->name);
+  const std::string over = varying_axes(data, summed);
+  chart.caption = {over.empty() ? std::string{"One point per variant and value: its cell's seeds."}
+                                : fmt::format("Per variant and value, failing seeds summed over {}.", over)};
   chart.x_label = axis->name + " (s)";
   chart.y_label = "failing seeds (%)";
   for (const auto& [key, figures] : counts) {
     const size_t i = series_index(chart.series, key.first);
     chart.series[i].connect = true;
     chart.series[i].points.push_back({key.second, 100.0 * static_cast<double>(figures.first) / static_cast<double>(figures.second),
-                                      fmt::format("{} at {} s: {} of {} seeds", key.first, svg::tick_text(key.second),
-                                                  figures.first, figures.second),
+                                      fmt::format("{} at {} s: {} of {} seeds{}", key.first, svg::tick_text(key.second),
+                                                  figures.first, figures.second, over.empty() ? "" : ", summed over " + over),
                                       svg::Marker::dot});
   }
   chart.references.push_back({true, static_cast<double>(data.spec.safety_margin.ns()) / 1e9, "safety margin"});
-  chart.notes = {"summed over the", "other axes"};
   return svg::render(chart);
 }
 
@@ -215,23 +303,31 @@ size_t worker_number(const std::string& worker) {
   return number;
 }
 
+// The stretch of simulated time a timeline shows: the whole run, or the
+// window around a violation.
 struct TimelineFrame {
   double width = 1100;
   double left = 56;
   double right = 16;
   double top = 62;
   double row = 11;
-  double duration_s = 1;
+  double begin_s = 0;
+  double end_s = 1;
   bool minutes = false;
 
-  double x(double seconds) const { return left + seconds / duration_s * (width - left - right); }
+  double x(double seconds) const { return left + (seconds - begin_s) / (end_s - begin_s) * (width - left - right); }
+  // `segment` cut to the window; nullopt when none of it is inside.
+  std::optional<Segment> clip(Segment segment) const {
+    if (segment.end < begin_s || segment.begin > end_s) return std::nullopt;
+    return Segment{std::max(segment.begin, begin_s), std::min(segment.end, end_s)};
+  }
 };
 
 std::string timeline_axes(const TimelineFrame& f, const std::vector<std::string>& rows, double bottom) {
   std::string out;
   const double unit = f.minutes ? 60 : 1;
-  for (const double tick : svg::nice_ticks(0, f.duration_s / unit, 10)) {
-    if (tick * unit > f.duration_s + 1e-9) continue;
+  for (const double tick : svg::nice_ticks(f.begin_s / unit, f.end_s / unit, 10)) {
+    if (tick * unit < f.begin_s - 1e-9 || tick * unit > f.end_s + 1e-9) continue;
     const double x = f.x(tick * unit);
     out += fmt::format(R"svg(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" class="grid"/>)svg", x, f.top, bottom + 4);
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)svg", x, bottom + 16, svg::tick_text(tick));
@@ -252,12 +348,14 @@ std::string timeline_faults(const OwnershipTimeline& t, const TimelineFrame& f, 
   std::string out;
   double row_end[2] = {-1e9, -1e9};
   for (const OwnershipTimeline::Fault& fault : t.faults) {
-    const double x = f.x(fault.at_s);
+    const std::optional<Segment> shown = f.clip({fault.at_s, fault.at_s + fault.length_s});
+    if (!shown) continue;
+    const double x = f.x(shown->begin);
     const std::string tip = fmt::format("{} {} at {:.3f} s{}", fault.worker, fault.kind, fault.at_s,
                                         fault.kind == "pause" ? fmt::format(" for {:.3f} s", fault.length_s) : "");
     if (fault.kind == "pause") {
       out += fmt::format(R"svg(<g><title>{}</title><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#999" fill-opacity="0.25"/></g>)svg",
-                         escape(tip), x, f.top, std::max(1.0, f.x(fault.at_s + fault.length_s) - x), bottom - f.top);
+                         escape(tip), x, f.top, std::max(1.0, f.x(shown->end) - x), bottom - f.top);
       continue;
     }
     const char* stroke = fault.kind == "crash" ? "#D55E00" : fault.kind == "restart" ? "#009E73" : "#E69F00";
@@ -281,20 +379,24 @@ std::string timeline_bars(const OwnershipTimeline& t, const TimelineFrame& f, co
   auto row_of = [&](const std::string& c) { return std::find(rows.begin(), rows.end(), c) - rows.begin(); };
   for (const OwnershipTimeline::Interval& i : t.intervals) {
     const auto r = row_of(i.connection);
-    if (static_cast<size_t>(r) >= rows.size()) continue;
+    const std::optional<Segment> shown = f.clip({i.begin_s, i.end_s});
+    if (static_cast<size_t>(r) >= rows.size() || !shown) continue;
     out += fmt::format(R"svg(<g><title>{}</title><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"/></g>)svg",
                        escape(fmt::format("{}: {} epoch {}, {:.3f} s to {:.3f} s ({})", i.connection, i.worker, i.epoch,
                                           i.begin_s, i.end_s, i.reason)),
-                       f.x(i.begin_s), f.top + static_cast<double>(r) * f.row + 1, std::max(0.5, f.x(i.end_s) - f.x(i.begin_s)),
-                       f.row - 2, svg::color(worker_number(i.worker)));
+                       f.x(shown->begin), f.top + static_cast<double>(r) * f.row + 1,
+                       std::max(0.5, f.x(shown->end) - f.x(shown->begin)), f.row - 2, svg::color(worker_number(i.worker)));
   }
   for (const auto& [connection, segments] : overlapping) {
     const auto r = row_of(connection);
     if (static_cast<size_t>(r) >= rows.size()) continue;
     for (const Segment& s : segments) {
+      const std::optional<Segment> shown = f.clip(s);
+      if (!shown) continue;
       out += fmt::format(R"svg(<g><title>{}</title><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" class="overlap"/></g>)svg",
                          escape(fmt::format("{}: two acting owners from {:.3f} s to {:.3f} s", connection, s.begin, s.end)),
-                         f.x(s.begin) - 1, f.top + static_cast<double>(r) * f.row, std::max(3.0, f.x(s.end) - f.x(s.begin) + 2), f.row);
+                         f.x(shown->begin) - 1, f.top + static_cast<double>(r) * f.row,
+                         std::max(3.0, f.x(shown->end) - f.x(shown->begin) + 2), f.row);
     }
   }
   return out;
@@ -317,25 +419,80 @@ std::string timeline_legend(const OwnershipTimeline& t, const TimelineFrame& f) 
   return out;
 }
 
+// One timeline view: `rows` over the frame's window; `boxed`, when set, is
+// outlined (the zoomed window, on the whole run's view).
+std::string timeline_view(const OwnershipTimeline& t, const std::map<std::string, std::vector<Segment>>& overlapping,
+                          const std::vector<std::string>& rows, const TimelineFrame& f, const std::string& label,
+                          std::optional<Segment> boxed) {
+  const double bottom = f.top + static_cast<double>(rows.size()) * f.row;
+  const double height = bottom + 42;
+  std::string out = fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{0:.0f}" height="{1:.0f}" viewBox="0 0 {0:.0f} {1:.0f}" role="img" aria-label="{2}">)svg",
+                                f.width, height, escape(label));
+  out += timeline_legend(t, f) + timeline_axes(f, rows, bottom) + timeline_faults(t, f, bottom) +
+         timeline_bars(t, f, rows, overlapping);
+  if (boxed) {
+    out += fmt::format(R"svg(<g><title>{}</title><rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" class="highlight" stroke-dasharray="3 2"/></g>)svg",
+                       escape(fmt::format("the zoomed view: {:.3f} s to {:.3f} s", boxed->begin, boxed->end)),
+                       f.x(boxed->begin) - 2, f.top - 2, std::max(4.0, f.x(boxed->end) - f.x(boxed->begin) + 4),
+                       bottom - f.top + 4);
+  }
+  return out + "</svg>";
+}
+
+// The run's first stretch of two acting owners (earliest start, then
+// connection order): the zoomed view's subject.
+std::optional<std::pair<std::string, Segment>> first_violation(const std::map<std::string, std::vector<Segment>>& overlapping) {
+  std::optional<std::pair<std::string, Segment>> first;
+  for (const auto& [connection, segments] : overlapping) {
+    for (const Segment& s : segments) {
+      if (!first || s.begin < first->second.begin) first = std::pair{connection, s};
+    }
+  }
+  return first;
+}
+
+// The window around a violation: twice its length of context on either
+// side (at least kZoomContextMin_s), inside the run. A 2 s violation gets a
+// 10 s window, so it spans a fifth of the chart, not a sliver of the run.
+Segment zoom_window(Segment violation, double duration_s) {
+  constexpr double kZoomContextMin_s = 0.01;
+  const double context = std::max(2 * (violation.end - violation.begin), kZoomContextMin_s);
+  return {std::max(0.0, violation.begin - context), std::min(duration_s, violation.end + context)};
+}
+
 std::string timeline_svg(const OwnershipTimeline& t) {
   const auto overlapping = overlaps(t);
   const std::vector<std::string> rows = shown_connections(t, overlapping);
-  TimelineFrame f;
-  f.duration_s = std::max(t.duration_s, 1e-9);
-  f.minutes = t.duration_s >= 300;
-  const double bottom = f.top + static_cast<double>(rows.size()) * f.row;
-  const double height = bottom + 42;
-  std::string out = fmt::format(R"svg(<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{0:.0f}" height="{1:.0f}" viewBox="0 0 {0:.0f} {1:.0f}" role="img" aria-label="ownership timeline">)svg",
-                                f.width, height);
-  out += timeline_legend(t, f) + timeline_axes(f, rows, bottom) + timeline_faults(t, f, bottom) +
-         timeline_bars(t, f, rows, overlapping);
-  out += "</svg>";
-  std::string note;
+  TimelineFrame whole;
+  whole.end_s = std::max(t.duration_s, 1e-9);
+  whole.minutes = t.duration_s >= 300;
+  std::string out;
+  std::optional<Segment> boxed;
+  if (const auto first = first_violation(overlapping)) {
+    TimelineFrame zoomed;
+    const Segment window = zoom_window(first->second, whole.end_s);
+    zoomed.begin_s = window.begin;
+    zoomed.end_s = window.end;
+    std::vector<std::string> zoomed_rows;  // the connections with two acting owners inside the window
+    for (const std::string& c : rows) {
+      const auto it = overlapping.find(c);
+      if (it != overlapping.end() && std::any_of(it->second.begin(), it->second.end(), [&](const Segment& s) { return zoomed.clip(s).has_value(); })) {
+        zoomed_rows.push_back(c);
+      }
+    }
+    out += fmt::format("<p>Zoomed to the first violation: {} had two acting owners from {:.3f} s to {:.3f} s ({:.3f} s); "
+                       "the view shows {:.3f} s to {:.3f} s. The whole run follows, the zoomed window boxed.</p>\n",
+                       escape(first->first), first->second.begin, first->second.end, first->second.end - first->second.begin,
+                       window.begin, window.end);
+    out += timeline_view(t, overlapping, zoomed_rows, zoomed, "ownership timeline, zoomed to the first violation", std::nullopt);
+    boxed = window;
+  }
+  out += timeline_view(t, overlapping, rows, whole, "ownership timeline", boxed);
   if (rows.size() < t.connections.size()) {
-    note = fmt::format("<p class=\"note\">{} of {} connections shown (those with two acting owners first).</p>", rows.size(),
+    out += fmt::format("<p class=\"note\">{} of {} connections shown (those with two acting owners first).</p>", rows.size(),
                        t.connections.size());
   }
-  return out + note;
+  return out;
 }
 
 std::string timeline_section(const SweepData& data, const std::optional<OwnershipTimeline>& timeline) {

@@ -88,7 +88,8 @@ nlohmann::json cell_summary_json(const SweepSpec& spec, const CellSummary& cell)
   for (const auto& [cause, g] : cell.recovery) {
     recovery[cause] = {{"gaps", g.gaps}, {"p50_ms", g.p50_ms}, {"p99_ms", g.p99_ms}, {"max_ms", g.max_ms},
                        {"bound_ms", optional_number(g.bound_ms)}, {"beyond_bound", g.beyond_bound},
-                       {"excused", g.excused}, {"excused_max_ms", g.excused_max_ms}};
+                       {"excused", g.excused}, {"excused_p99_ms", g.excused_p99_ms}, {"excused_max_ms", g.excused_max_ms},
+                       {"with_excused_p99_ms", g.with_excused_p99_ms}, {"with_excused_max_ms", g.with_excused_max_ms}};
   }
   nlohmann::json capacity = nlohmann::json::array();
   for (const CapacityUse& use : cell.capacity) {
@@ -175,7 +176,8 @@ std::vector<std::string> csv_header(const SweepData& data, const SweepSummary& s
   for (const char* name : {"status", "invalid_reason", "variant", "seeds", "failing_seeds"}) header.emplace_back(name);
   for (const std::string& kind : summary.kinds) header.push_back("failing_seeds:" + kind);
   for (const std::string& cause : recovery_causes()) {
-    for (const char* figure : {"gaps", "p50_s", "p99_s", "max_s", "bound_s", "beyond_bound", "excused"}) {
+    for (const char* figure :
+         {"gaps", "p50_s", "p99_s", "max_s", "bound_s", "beyond_bound", "excused", "excused_max_s", "p99_with_excused_s"}) {
       header.push_back(fmt::format("{}_{}", cause, figure));
     }
   }
@@ -202,15 +204,17 @@ std::vector<std::string> csv_cell(const SweepData& data, const SweepSummary& sum
   for (const std::string& kind : summary.kinds) row.push_back(std::to_string(s.failing(kind)));
   for (const std::string& cause : recovery_causes()) {
     const auto it = s.recovery.find(cause);
-    if (it == s.recovery.end() || it->second.gaps == 0) {
-      row.insert(row.end(), {"0", "", "", "", "", "0",
-                             std::to_string(it == s.recovery.end() ? 0 : it->second.excused)});
+    const GapStats none;
+    const GapStats& g = it == s.recovery.end() ? none : it->second;
+    const std::string excused_max = g.excused > 0 ? fixed(g.excused_max_ms / 1000, 3) : "";
+    const std::string with_excused = g.all_gaps() > 0 ? fixed(g.with_excused_p99_ms / 1000, 3) : "";
+    if (g.gaps == 0) {
+      row.insert(row.end(), {"0", "", "", "", "", "0", std::to_string(g.excused), excused_max, with_excused});
       continue;
     }
-    const GapStats& g = it->second;
     row.insert(row.end(), {std::to_string(g.gaps), fixed(g.p50_ms / 1000, 3), fixed(g.p99_ms / 1000, 3),
                            fixed(g.max_ms / 1000, 3), g.bound_ms ? fixed(*g.bound_ms / 1000, 3) : "",
-                           std::to_string(g.beyond_bound), std::to_string(g.excused)});
+                           std::to_string(g.beyond_bound), std::to_string(g.excused), excused_max, with_excused});
   }
   for (const std::string& name : summary.capacity_names) {
     const auto it = std::find_if(s.capacity.begin(), s.capacity.end(), [&](const CapacityUse& u) { return u.name() == name; });

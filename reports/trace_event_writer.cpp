@@ -78,6 +78,18 @@ void TraceEventWriter::complete(Track track, std::string_view category, std::str
   write(head, track, start, tail);
 }
 
+void TraceEventWriter::flow_point(Track track, std::string_view category, std::string_view name, Instant at,
+                                  const Args& args, uint64_t flow_id, bool flow_out) {
+  std::string head = R"("name":)";
+  append_json_string(head, name);
+  head += R"(,"cat":)";
+  append_json_string(head, category);
+  head += R"(,"ph":"X")";
+  std::string tail = fmt::format(R"(,"dur":0,"bind_id":{},"{}":true)", flow_id, flow_out ? "flow_out" : "flow_in");
+  if (!args.empty()) tail += R"(,"args":)" + args.json();
+  write(head, track, at, tail);
+}
+
 void TraceEventWriter::instant(Track track, std::string_view category, std::string_view name, Instant at,
                                const Args& args) {
   std::string head = R"("name":)";

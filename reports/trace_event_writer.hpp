@@ -52,6 +52,11 @@ class TraceEventWriter {
   // A complete slice ("X") from `start` to `end`.
   void complete(Track track, std::string_view category, std::string_view name, Instant start, Instant end,
                 const Args& args);
+  // A slice of no duration that starts (`flow_out`) or ends a flow: the
+  // flow v2 form ("bind_id" with "flow_out" or "flow_in"), which Perfetto
+  // binds to this slice itself.
+  void flow_point(Track track, std::string_view category, std::string_view name, Instant at, const Args& args,
+                  uint64_t flow_id, bool flow_out);
   // A thread-scoped instant event ("i", "s":"t").
   void instant(Track track, std::string_view category, std::string_view name, Instant at, const Args& args);
   // A counter sample ("C"): every argument is one series of the counter.

@@ -406,5 +406,123 @@ TEST(PerfettoFile, AFailedRenameLeavesNothingBehind) {
   std::filesystem::remove_all(dir);
 }
 
+// ---- a run with a violation: the violations track and request -> reply flows ----------
+
+// The articles' algorithm with a worker 16 s fast (lease 20 s, heartbeat 5 s:
+// it tolerates 15 s) takes live leases: the first seed that breaks single
+// ownership, found by running, with the writer given its violations.
+struct ViolatingRun {
+  json document;
+  scenarios::RunResult result;
+  std::vector<SeenEvent> events;  // lease.request notes and reply deliveries
+};
+
+const ViolatingRun& violating_run() {
+  static const ViolatingRun run = [] {
+    scenarios::RunConfig config;
+    config.duration = Duration::from_min(3);
+    config.parameters = json::parse(R"({"workers": 3, "connections": 20, "crash_every": "1m", "expiry": "counter",
+                                        "heartbeat": "5s", "lease": "20s", "algorithm": "seed",
+                                        "fast_worker_offset": "16s"})");
+    for (config.seed = 1; config.seed <= 20; ++config.seed) {
+      if (!test::lease_crash().run(config).violations.empty()) break;
+    }
+    ViolatingRun made;
+    std::ostringstream out;
+    PerfettoWriter writer{out};
+    config.observe_trace = [&writer, &made](sim::Trace& trace) {
+      writer.attach(trace);
+      test::keep_events(trace, made.events, [](const sim::TraceEvent& e) {
+        return (e.kind == sim::EventKind::note && e.label == "lease.request") ||
+               (e.kind == sim::EventKind::deliver && e.label == "dynamo.reply");
+      });
+    };
+    made.result = test::lease_crash().run(config);
+    writer.finish(Instant::zero() + made.result.duration, {}, made.result.violations);
+    made.document = json::parse(out.str());
+    return made;
+  }();
+  return run;
+}
+
+std::string word_at(const std::string& text, size_t index) {
+  std::istringstream in{text};
+  std::string word;
+  for (size_t i = 0; i <= index; ++i) {
+    if (!(in >> word)) return {};
+  }
+  return word;
+}
+
+// "@2m10.399689414s" in a violation's text, as nanoseconds since the start.
+int64_t first_true_time_ns(const std::string& text) {
+  const size_t at = text.find('@');
+  EXPECT_NE(at, std::string::npos) << text;
+  const size_t end = text.find_first_of(" ,:;)", at);
+  const std::optional<Duration> since_zero = parse_duration(text.substr(at + 1, end - at - 1));
+  EXPECT_TRUE(since_zero) << text;
+  return since_zero.value_or(Duration::zero()).ns();
+}
+
+TEST(PerfettoTrace, EachViolationIsAnInstantOnTheViolationsTrackAtItsTime) {
+  const ViolatingRun& run = violating_run();
+  ASSERT_FALSE(run.result.violations.empty()) << "no seed of 1..20 failed: the test has nothing to look at";
+  const auto threads = thread_names(run.document);
+  std::multiset<std::pair<std::string, int64_t>> drawn;  // (text, ts in ns)
+  for (const json& e : run.document["traceEvents"]) {
+    if (e["ph"] == "M" || threads.at({e["pid"], e["tid"]}) != "violations") continue;
+    EXPECT_EQ(e["ph"], "i") << e.dump();
+    drawn.emplace(e["args"]["violation"].get<std::string>(), to_ns(e["ts"]));
+  }
+  std::multiset<std::pair<std::string, int64_t>> expected;
+  for (const std::string& text : run.result.violations) expected.emplace(text, first_true_time_ns(text));
+  EXPECT_EQ(drawn, expected);
+  EXPECT_EQ(process_names(run.document).count(21000), 1u);
+  const std::vector<std::string> errors = format_errors(run.document);
+  for (size_t i = 0; i < errors.size() && i < 10; ++i) ADD_FAILURE() << errors[i];
+}
+
+// Every request of a connection a violation names: a flow from the slice
+// where its worker sent it (the lease.request note's instant, id = the
+// request's message id) to the slice where the reply reached that worker.
+TEST(PerfettoTrace, RequestsOfAViolatingConnectionFlowFromTheirSendToTheirReplysArrival) {
+  const ViolatingRun& run = violating_run();
+  ASSERT_FALSE(run.result.violations.empty());
+  const std::string& first = run.result.violations.front();
+  const size_t named = first.find("connection ");
+  ASSERT_NE(named, std::string::npos) << first;
+  const std::string connection = first.substr(named + 11, first.find(' ', named + 11) - named - 11);
+  std::map<uint64_t, std::pair<std::string, int64_t>> flow_out;  // bind_id -> (worker, ts)
+  std::map<uint64_t, std::pair<std::string, int64_t>> flow_in;
+  const auto processes = process_names(run.document);
+  for (const json& e : run.document["traceEvents"]) {
+    if (!e.contains("bind_id")) continue;
+    EXPECT_EQ(e["ph"], "X");
+    auto& side = e.value("flow_out", false) ? flow_out : flow_in;
+    EXPECT_TRUE(side.emplace(e["bind_id"].get<uint64_t>(), std::pair{processes.at(e["pid"]), to_ns(e["ts"])}).second)
+        << "a second flow point with one id: " << e.dump();
+  }
+  ASSERT_EQ(flow_out.size(), flow_in.size());
+  // (worker, ts) of every reply delivery: where a flow may end.
+  std::set<std::pair<std::string, int64_t>> arrivals;
+  for (const SeenEvent& e : run.events) {
+    if (e.kind == sim::EventKind::deliver) arrivals.emplace(e.node, e.at.ns());
+  }
+  size_t requests = 0;
+  for (const SeenEvent& e : run.events) {
+    if (e.kind != sim::EventKind::note || word_at(e.detail, 1) != connection) continue;
+    const auto out = flow_out.find(static_cast<uint64_t>(e.value));
+    if (out == flow_out.end()) continue;  // its reply never arrived (lost, or after a timeout)
+    ++requests;
+    EXPECT_EQ(out->second, std::pair(e.node, e.at.ns())) << e.detail;
+    const auto in = flow_in.find(out->first);
+    ASSERT_NE(in, flow_in.end());
+    EXPECT_EQ(in->second.first, e.node);
+    EXPECT_GE(in->second.second, e.at.ns());
+    EXPECT_TRUE(arrivals.contains(in->second)) << "the flow does not end where a reply arrived: " << e.detail;
+  }
+  EXPECT_GT(requests, 10u) << "the connection's renewals are drawn, not only its acquires";
+}
+
 }  // namespace
 }  // namespace leaseproof::report
