@@ -17,6 +17,8 @@
 
 #include "base/time.hpp"
 #include "reports/markup.hpp"
+#include "reports/sweep.hpp"
+#include "sim/trace.hpp"
 
 namespace leaseproof::cli {
 
@@ -198,6 +200,44 @@ bool record_regressions(const std::string& path, const std::vector<GateRun>& run
   return added == 0 || write_whole_file(path, existing);
 }
 
+// gate.json: what every run of the gate decided, in run order, and the
+// gate's configuration; shards of one gate merge into the unsharded result.
+nlohmann::json gate_document(const GateArgs& args, const std::vector<GateRun>& runs,
+                             const std::vector<GateOutcome>& outcomes, const std::optional<report::Shard>& shard,
+                             uint64_t first_seed, Duration duration, const nlohmann::json& parameters,
+                             bool out_of_budget) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!outcomes[i].ran) continue;
+    const scenarios::RunResult& result = outcomes[i].result;
+    nlohmann::json entry{{"scenario", runs[i].scenario},
+                         {"seed", runs[i].seed},
+                         {"duration", format_duration(runs[i].duration)},
+                         {"parameters", runs[i].parameters},
+                         {"regression", runs[i].regression},
+                         {"verdict", !result.passed() ? "fail" : result.inconclusive.empty() ? "pass" : "inconclusive"},
+                         {"trace_hash", sim::format_hash(result.trace_hash)}};
+    if (!result.passed()) {
+      entry["kind"] = scenarios::violation_kind(result.violations.front());
+      entry["violation"] = first_line(result.violations.front());
+      entry["reproduce"] = scenarios::reproduce_command(result);
+      if (!result.failure_expected.empty()) entry["failure_expected"] = result.failure_expected;
+    }
+    list.push_back(std::move(entry));
+  }
+  return nlohmann::json{{"leaseproof_gate", 1},
+                        {"scenario", args.run.scenario},
+                        {"first_seed", first_seed},
+                        {"seeds", args.seeds},
+                        {"duration", format_duration(duration)},
+                        {"parameters", parameters},
+                        {"regressions", args.regressions_path},
+                        {"shard", shard ? nlohmann::json{{"index", shard->index}, {"count", shard->count}}
+                                        : nlohmann::json(nullptr)},
+                        {"budget_reached", out_of_budget},
+                        {"runs", std::move(list)}};
+}
+
 }  // namespace
 
 CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
@@ -227,6 +267,12 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
   gate->add_flag("--no-record", args.no_record, "Do not append new failures to the regression file");
   gate->add_flag("--create-regressions", args.create_regressions,
                  "Start the regression file if it does not exist (otherwise a missing file is an error)");
+  gate->add_option("--shard", args.shard,
+                   "Run shard i of n (1-based; i may be 'index': $JOB_COMPLETION_INDEX + 1): every n-th regression "
+                   "and new seed; a shard records no regressions; combine shards' --out with 'report merge'")
+      ->type_name("i/n");
+  gate->add_option("--out", args.out, "Write DIR/gate.json: every run's verdict and trace hash (for 'report merge')")
+      ->type_name("DIR");
   return gate;
 }
 
@@ -249,14 +295,38 @@ int gate_command(const GateArgs& args) {
   if (args.create_regressions && args.regressions_path.empty()) {
     throw UsageError{"--create-regressions: needs --regressions FILE"};
   }
+  std::optional<report::Shard> shard;
+  if (!args.shard.empty()) {
+    try {
+      shard = report::parse_shard(args.shard);
+    } catch (const report::SweepInputError& error) {
+      throw UsageError{error.what()};
+    }
+    if (!args.no_record) {
+      throw UsageError{"--shard: a shard does not record regressions (shards would race on one file): add --no-record"};
+    }
+  }
+  if (!args.out.empty()) check_output_directory("--out", args.out);
   std::vector<GateRun> runs = read_regressions(args.regressions_path, args.create_regressions);
+  if (shard) {
+    std::vector<GateRun> mine;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      if (k % shard->count == shard->index - 1) mine.push_back(std::move(runs[k]));
+    }
+    runs = std::move(mine);
+  }
   const size_t regressions = runs.size();
-  for (uint64_t i = 0; i < args.seeds; ++i) runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
-  const uint64_t min_seeds = std::min(args.min_seeds, args.seeds);
+  for (uint64_t i = 0; i < args.seeds; ++i) {
+    if (shard && i % shard->count != shard->index - 1) continue;
+    runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
+  }
+  const uint64_t new_seeds = runs.size() - regressions;
+  const uint64_t min_seeds = std::min(args.min_seeds, new_seeds);
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
-  fmt::print("leaseproof gate: {} regression runs, then scenario {} seeds {}..{} (duration {}{}), {} threads\n",
-             regressions, scenario.name, first_seed, first_seed + args.seeds - 1, format_duration(duration),
-             budget ? fmt::format(", budget {}", format_duration(*budget)) : "", jobs);
+  fmt::print("leaseproof gate: {} regression runs, then scenario {} seeds {}..{}{} (duration {}{}), {} threads\n",
+             regressions, scenario.name, first_seed, first_seed + args.seeds - 1,
+             shard ? fmt::format(", shard {}/{}: {} of them", shard->index, shard->count, new_seeds) : "",
+             format_duration(duration), budget ? fmt::format(", budget {}", format_duration(*budget)) : "", jobs);
   std::fflush(stdout);
 
   const auto start = std::chrono::steady_clock::now();
@@ -306,7 +376,7 @@ int gate_command(const GateArgs& args) {
   const uint64_t new_ran = counts[0][0] + counts[0][1];
   const uint64_t failed = counts[0][1] + counts[1][1];
   fmt::print("gate: regressions {} passed, {} failed; new seeds {} of {} ran{}: {} passed, {} failed\n",
-             counts[1][0], counts[1][1], new_ran, args.seeds, out_of_budget ? " (budget reached)" : "", counts[0][0],
+             counts[1][0], counts[1][1], new_ran, new_seeds, out_of_budget ? " (budget reached)" : "", counts[0][0],
              counts[0][1]);
   fmt::print("gate: {} runs in {:.2f} s on {} threads: {:.1f} seeds/s\n", new_ran + counts[1][0] + counts[1][1],
              seconds, jobs, static_cast<double>(new_ran + counts[1][0] + counts[1][1]) / std::max(seconds, 1e-9));
@@ -317,6 +387,20 @@ int gate_command(const GateArgs& args) {
       fmt::print("gate: JUnit XML written to {}\n", args.junit_path);
     } else {
       fmt::print(stderr, "leaseproof: error: cannot write the JUnit XML to '{}'\n", args.junit_path);
+      status = kExitFailed;
+    }
+  }
+  if (!args.out.empty()) {
+    const std::string path = (std::filesystem::path{args.out} / "gate.json").string();
+    std::error_code made;
+    std::filesystem::create_directories(args.out, made);
+    const nlohmann::json document =
+        gate_document(args, runs, outcomes, shard, first_seed, duration, parameters, out_of_budget);
+    if (!made && write_whole_file(path, document.dump(2) + "\n")) {
+      fmt::print("gate: results written to {}{}\n", path,
+                 shard ? "; combine every shard with: leaseproof report merge --out DIR SHARD_DIR..." : "");
+    } else {
+      fmt::print(stderr, "leaseproof: error: cannot write '{}'\n", path);
       status = kExitFailed;
     }
   }
@@ -350,6 +434,122 @@ int gate_command(const GateArgs& args) {
     fmt::print("gate: {}\n", status == 0 ? "PASS" : "FAIL (every run passed, but a report could not be written)");
   }
   return status;
+}
+
+bool is_gate_shard(const std::string& directory) {
+  return std::filesystem::exists(std::filesystem::path{directory} / "gate.json");
+}
+
+// The shards of one gate (each its --out directory) back into the unsharded
+// gate.json: the same runs in the same order, so that a sharded gate and an
+// unsharded one give the same file.
+int merge_gate_shards(const std::vector<std::string>& directories, const std::string& out) {
+  struct Part {
+    std::string origin;
+    nlohmann::json document;
+  };
+  std::vector<Part> parts;
+  for (const std::string& directory : directories) {
+    const std::filesystem::path file = std::filesystem::path{directory} / "gate.json";
+    std::ifstream in{file};
+    if (!in) throw UsageError{fmt::format("report merge: cannot read '{}'", file.string())};
+    std::stringstream text;
+    text << in.rdbuf();
+    parts.push_back({file.string(), parse_json_input(text.str(), fmt::format("report merge: '{}'", file.string()))});
+  }
+  const auto fail = [](const Part& part, std::string_view what) {
+    return UsageError{fmt::format("report merge: '{}': {}", part.origin, what)};
+  };
+  uint64_t count = 0;
+  std::vector<const Part*> by_index;
+  for (const Part& part : parts) {
+    const nlohmann::json& d = part.document;
+    if (!d.is_object() || d.value("leaseproof_gate", 0) != 1 || !d.contains("runs") || !d["runs"].is_array()) {
+      throw fail(part, "not a gate --out result (gate.json of leaseproof gate)");
+    }
+    const nlohmann::json& shard = d["shard"];
+    if (!shard.is_object() || !shard.contains("index") || !shard.contains("count") ||
+        !shard["index"].is_number_unsigned() || !shard["count"].is_number_unsigned()) {
+      throw fail(part, "not a shard (the gate ran without --shard)");
+    }
+    const uint64_t n = shard["count"].get<uint64_t>();
+    const uint64_t i = shard["index"].get<uint64_t>();
+    if (count == 0) {
+      count = n;
+      by_index.assign(n, nullptr);
+    }
+    if (n != count) throw fail(part, fmt::format("shard of {}, the first shard given is of {}", n, count));
+    if (i < 1 || i > n) throw fail(part, fmt::format("shard index {} is not 1..{}", i, n));
+    if (by_index[i - 1] != nullptr) throw fail(part, fmt::format("shard {}/{} is also '{}'", i, n, by_index[i - 1]->origin));
+    for (const char* field : {"scenario", "first_seed", "seeds", "duration", "parameters", "regressions"}) {
+      if (d[field] != parts.front().document[field]) {
+        throw fail(part, fmt::format("its {} differs from '{}': shards of different gates", field, parts.front().origin));
+      }
+    }
+    by_index[i - 1] = &part;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (by_index[i] == nullptr) throw UsageError{fmt::format("report merge: shard {}/{} is missing", i + 1, count)};
+  }
+  check_output_directory("--out", out);
+  // Regression k ran on shard k mod n, as its (k div n)-th; new seeds in seed order.
+  nlohmann::json runs = nlohmann::json::array();
+  std::vector<std::vector<nlohmann::json>> regressions(count);
+  std::vector<nlohmann::json> seeds;
+  bool budget_reached = false;
+  for (uint64_t i = 0; i < count; ++i) {
+    budget_reached = budget_reached || by_index[i]->document.value("budget_reached", false);
+    for (const nlohmann::json& run : by_index[i]->document["runs"]) {
+      (run.value("regression", false) ? regressions[i] : seeds).push_back(run);
+    }
+  }
+  for (size_t position = 0;; ++position) {
+    bool any = false;
+    for (uint64_t i = 0; i < count; ++i) {
+      if (position >= regressions[i].size()) continue;
+      runs.push_back(regressions[i][position]);
+      any = true;
+    }
+    if (!any) break;
+  }
+  std::stable_sort(seeds.begin(), seeds.end(),
+                   [](const nlohmann::json& a, const nlohmann::json& b) { return a["seed"] < b["seed"]; });
+  uint64_t failed = 0;
+  uint64_t inconclusive = 0;
+  for (nlohmann::json& run : seeds) runs.push_back(std::move(run));
+  for (const nlohmann::json& run : runs) {
+    const std::string verdict = run.value("verdict", "");
+    if (verdict == "fail") {
+      ++failed;
+      fmt::print("{} seed {}: FAIL ({}): {}\n  reproduce: {}\n", run.value("regression", false) ? "regression" : "new",
+                 run["seed"].dump(), run.value("kind", ""), run.value("violation", ""), run.value("reproduce", ""));
+    }
+    if (verdict == "inconclusive") ++inconclusive;
+  }
+  nlohmann::json merged = parts.front().document;
+  merged["shard"] = nullptr;
+  merged["budget_reached"] = budget_reached;
+  merged["runs"] = std::move(runs);
+  const std::string path = (std::filesystem::path{out} / "gate.json").string();
+  std::error_code made;
+  std::filesystem::create_directories(out, made);
+  if (made || !write_whole_file(path, merged.dump(2) + "\n")) {
+    fmt::print(stderr, "leaseproof: error: cannot write '{}'\n", path);
+    return kExitFailed;
+  }
+  fmt::print("report merge: {} gate shards, {} runs: {} failed, {} inconclusive{}; written to {}\n", count,
+             merged["runs"].size(), failed, inconclusive, budget_reached ? " (a shard reached its budget)" : "", path);
+  if (failed > 0) {
+    fmt::print("gate: FAIL ({} failing runs)\n", failed);
+    return kExitFailed;
+  }
+  if (inconclusive > 0) {
+    fmt::print("gate: INCONCLUSIVE ({} of the passing runs ended before their recovery bound could be judged)\n",
+               inconclusive);
+    return kExitInconclusive;
+  }
+  fmt::print("gate: PASS\n");
+  return 0;
 }
 
 }  // namespace leaseproof::cli

@@ -20,10 +20,17 @@ struct GateArgs {
   std::string regressions_path;
   bool no_record = false;   // do not add new failures to the regression file
   bool create_regressions = false;  // a missing regression file is a new, empty one
+  std::string shard;        // "i/n": this shard's share of the regressions and the new seeds
+  std::string out;          // a directory for gate.json (every run's verdict), for 'report merge'
 };
 
 // Registers the subcommand; returns it so main can test parsed().
 CLI::App* add_gate_command(CLI::App& app, GateArgs& args);
 int gate_command(const GateArgs& args);
+// 'report merge' of gate shards: true when DIR holds a gate --out result.
+bool is_gate_shard(const std::string& directory);
+// Merges the shards (every one of them) into OUT/gate.json, prints the
+// failures and the verdict; the gate's exit status.
+int merge_gate_shards(const std::vector<std::string>& directories, const std::string& out);
 
 }  // namespace leaseproof::cli

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "reports/sweep_report.hpp"
 
 #include "cli/cli_common.hpp"
+#include "cli/gate_command.hpp"
 
 namespace leaseproof::cli {
 
@@ -142,8 +144,9 @@ CLI::App* add_report_merge_command(CLI::App& app, MergeArgs& args) {
   CLI::App* report = app.add_subcommand("report", "Work with sweep reports");
   report->require_subcommand(1);
   CLI::App* merge = report->add_subcommand(
-      "merge", "Combine the shards of a sweep (each a directory with its sweep.json) into the full reports");
-  merge->add_option("--out", args.out, "Directory for the merged reports (created)")->required()->type_name("DIR");
+      "merge", "Combine the shards of a sweep (each a directory with its sweep.json) into the full reports, or the "
+               "shards of a gate (each with its gate.json) into one gate.json and its verdict");
+  merge->add_option("--out", args.out, "Directory for the merged reports or gate.json (created)")->required()->type_name("DIR");
   merge->add_option("SHARD_DIR", args.shards, "The shards' --out directories, all of them")->required();
   return merge;
 }
@@ -202,6 +205,10 @@ int sweep_command(const SweepArgs& args) {
 }
 
 int report_merge_command(const MergeArgs& args) {
+  // Shards of a gate (gate --shard --out) or of a sweep (sweep --shard --out).
+  const size_t gates = static_cast<size_t>(std::count_if(args.shards.begin(), args.shards.end(), is_gate_shard));
+  if (gates == args.shards.size()) return merge_gate_shards(args.shards, args.out);
+  if (gates > 0) throw UsageError{"report merge: shards of a gate (gate.json) and of a sweep (sweep.json) mixed"};
   std::vector<report::ShardDocument> documents;
   for (const std::string& directory : args.shards) {
     if (!fs::is_directory(directory)) {

@@ -102,7 +102,11 @@ struct Shard {
   uint64_t index = 1;
   uint64_t count = 1;
 };
-Shard parse_shard(const std::string& text);  // "i/n"; throws SweepInputError naming --shard
+// "i/n"; i may be kShardIndexFromEnvironment: JOB_COMPLETION_INDEX + 1 (a
+// Kubernetes Indexed Job's pods are numbered from 0). Throws SweepInputError
+// naming --shard.
+inline constexpr std::string_view kShardIndexFromEnvironment = "index";
+Shard parse_shard(const std::string& text);
 bool in_shard(const Shard& shard, size_t cells, size_t cell, uint64_t seed_offset);
 
 // What the sweep keeps of one run, as JSON (the report's raw data):

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <set>
 
@@ -443,9 +444,21 @@ Shard parse_shard(const std::string& text) {
     return !part.empty() && error == std::errc{} && end == part.data() + part.size();
   };
   Shard shard;
-  if (slash == std::string::npos || !number(std::string_view{text}.substr(0, slash), shard.index) ||
-      !number(std::string_view{text}.substr(slash + 1), shard.count)) {
-    fail(fmt::format("--shard: '{}' is not i/n (e.g. 2/3: the second of three shards)", text));
+  const std::string_view index = slash == std::string::npos ? std::string_view{} : std::string_view{text}.substr(0, slash);
+  if (slash == std::string::npos || !number(std::string_view{text}.substr(slash + 1), shard.count) ||
+      (index != kShardIndexFromEnvironment && !number(index, shard.index))) {
+    fail(fmt::format("--shard: '{}' is not i/n (e.g. 2/3: the second of three shards; i may be '{}': "
+                     "$JOB_COMPLETION_INDEX + 1, as a Kubernetes Indexed Job numbers its pods from 0)",
+                     text, kShardIndexFromEnvironment));
+  }
+  if (index == kShardIndexFromEnvironment) {
+    const char* value = std::getenv("JOB_COMPLETION_INDEX");
+    uint64_t from_zero = 0;
+    if (value == nullptr || !number(value, from_zero) || from_zero >= kShardsMax) {
+      fail(fmt::format("--shard: '{}' takes the index from JOB_COMPLETION_INDEX, which is {}", text,
+                       value == nullptr ? std::string{"not set"} : fmt::format("'{}', not a number 0..n-1", value)));
+    }
+    shard.index = from_zero + 1;
   }
   if (shard.count == 0 || shard.count > kShardsMax) {
     fail(fmt::format("--shard: '{}': the count n must be 1..{}", text, kShardsMax));

@@ -10,7 +10,8 @@
 #                            (tests/real/hub_interop.py); redis-server, the
 #                            store two hubs share in the lab (scripts/lab.py);
 #                            faketime, a worker with a fast wall clock
-#                            (scripts/real_lab.py)
+#                            (scripts/real_lab.py); python3-yaml, which reads
+#                            the sharded-gate manifests (tests/gate/manifests_test.py)
 set -euo pipefail
 
 packages=(
@@ -20,7 +21,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime)
+  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime python3-yaml)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2

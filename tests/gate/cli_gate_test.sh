@@ -117,6 +117,33 @@ case $case_name in
     # runs (this aborted on an assertion half-way through the gate).
     expect_usage "seed 4: stream.pong_timeout (3s)" --seeds 40 --first-seed 3 \
       --params '{"latency":"900ms","stream":{"pong_timeout":"3s"}}'
+    # Shards: a bad index, an index from an unset environment, a shard that would record.
+    expect_usage "--shard: '3/2': the index i must be between 1 and n (2)" --shard 3/2 --no-record
+    JOB_COMPLETION_INDEX= expect_usage "--shard: 'index/2' takes the index from JOB_COMPLETION_INDEX" \
+      --shard index/2 --no-record
+    expect_usage "a shard does not record regressions" --shard 1/2
+    # Merging gate shards: every shard of one gate, each once.
+    expect_merge() {
+      local expected=$1; shift
+      local status=0
+      "$bin" report merge --out "$dir/merged" "$@" >"$dir/out" 2>"$dir/err" || status=$?
+      [[ $status == 2 ]] || fail "report merge $* exited $status, expected 2"
+      grep -q -- "$expected" "$dir/err" || fail "report merge $*: message '$(cat "$dir/err")' lacks '$expected'"
+      [[ ! -e "$dir/merged" ]] || fail "report merge $* wrote $dir/merged"
+    }
+    for shard in 1 2; do
+      "$bin" gate --seeds 2 --shard $shard/3 --no-record --out "$dir/s$shard" >/dev/null ||
+        fail "gate shard $shard/3 failed"
+    done
+    expect_merge "shard 3/3 is missing" "$dir/s1" "$dir/s2"
+    expect_merge "shard 1/3 is also" "$dir/s1" "$dir/s1" "$dir/s2"
+    "$bin" gate --seeds 3 --shard 3/3 --no-record --out "$dir/other" >/dev/null || fail "gate 3/3 failed"
+    expect_merge "its seeds differs from" "$dir/s1" "$dir/s2" "$dir/other"
+    "$bin" gate --seeds 2 --shard 3/3 --no-record --out "$dir/s3" >/dev/null || fail "gate 3/3 failed"
+    status=0
+    "$bin" report merge --out "$dir/merged" "$dir/s1" "$dir/s2" "$dir/s3" >"$dir/out" 2>&1 || status=$?
+    [[ $status == 0 ]] || fail "merging three good shards exited $status: $(cat "$dir/out")"
+    grep -q "report merge: 3 gate shards, 2 runs: 0 failed" "$dir/out" || fail "merge summary: $(cat "$dir/out")"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
