@@ -443,7 +443,18 @@ bool is_gate_shard(const std::string& directory) {
 // The shards of one gate (each its --out directory) back into the unsharded
 // gate.json: the same runs in the same order, so that a sharded gate and an
 // unsharded one give the same file.
+int merge_gate_shards_checked(const std::vector<std::string>& directories, const std::string& out);
+
 int merge_gate_shards(const std::vector<std::string>& directories, const std::string& out) {
+  try {
+    return merge_gate_shards_checked(directories, out);
+  } catch (const nlohmann::json::exception& error) {
+    // A gate.json edited by hand (a field of another type): bad input, not a crash.
+    throw UsageError{fmt::format("report merge: a gate.json is not shaped as gate --out writes it: {}", error.what())};
+  }
+}
+
+int merge_gate_shards_checked(const std::vector<std::string>& directories, const std::string& out) {
   struct Part {
     std::string origin;
     nlohmann::json document;

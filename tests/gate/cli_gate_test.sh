@@ -140,6 +140,9 @@ case $case_name in
     "$bin" gate --seeds 3 --shard 3/3 --no-record --out "$dir/other" >/dev/null || fail "gate 3/3 failed"
     expect_merge "its seeds differs from" "$dir/s1" "$dir/s2" "$dir/other"
     "$bin" gate --seeds 2 --shard 3/3 --no-record --out "$dir/s3" >/dev/null || fail "gate 3/3 failed"
+    mkdir "$dir/edited" && sed 's/"verdict": "pass"/"verdict": 5/' "$dir/s1/gate.json" >"$dir/edited/gate.json"
+    grep -q '"verdict": 5' "$dir/edited/gate.json" || fail "the edited gate.json has no verdict to break"
+    expect_merge "a gate.json is not shaped as gate --out writes it" "$dir/edited" "$dir/s2" "$dir/s3"
     status=0
     "$bin" report merge --out "$dir/merged" "$dir/s1" "$dir/s2" "$dir/s3" >"$dir/out" 2>&1 || status=$?
     [[ $status == 0 ]] || fail "merging three good shards exited $status: $(cat "$dir/out")"
