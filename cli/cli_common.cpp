@@ -263,4 +263,12 @@ std::pair<const scenarios::Scenario*, scenarios::RunConfig> resolve_run_args(con
   return {&scenario, std::move(config)};
 }
 
+nlohmann::json read_json_file(const std::string& path, std::string_view what) {
+  std::ifstream in{path};
+  if (!in) throw UsageError{fmt::format("{}: cannot read '{}'", what, path)};
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_input(text.str(), fmt::format("{}: '{}'", what, path));
+}
+
 }  // namespace leaseproof::cli

@@ -71,6 +71,8 @@ nlohmann::json scenario_parameters(const RunArgs& args);
 // object is refused (nlohmann would keep the last silently). Throws
 // UsageError starting with `source`.
 nlohmann::json parse_json_input(const std::string& text, std::string_view source);
+// A JSON file read whole and parsed as parse_json_input does; errors name `what` and the path.
+nlohmann::json read_json_file(const std::string& path, std::string_view what);
 
 // Output paths, checked before any work so that a long job never ends in
 // "cannot write": a file must not be a directory, its directory must exist,

@@ -461,12 +461,8 @@ int merge_gate_shards_checked(const std::vector<std::string>& directories, const
   };
   std::vector<Part> parts;
   for (const std::string& directory : directories) {
-    const std::filesystem::path file = std::filesystem::path{directory} / "gate.json";
-    std::ifstream in{file};
-    if (!in) throw UsageError{fmt::format("report merge: cannot read '{}'", file.string())};
-    std::stringstream text;
-    text << in.rdbuf();
-    parts.push_back({file.string(), parse_json_input(text.str(), fmt::format("report merge: '{}'", file.string()))});
+    const std::string file = (std::filesystem::path{directory} / "gate.json").string();
+    parts.push_back({file, read_json_file(file, "report merge")});
   }
   const auto fail = [](const Part& part, std::string_view what) {
     return UsageError{fmt::format("report merge: '{}': {}", part.origin, what)};

@@ -33,14 +33,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kPlainProgressEvery_s = 5;
 constexpr int kBarWidth = 24;
 
-nlohmann::json read_json_file(const std::string& path, std::string_view what) {
-  std::ifstream in{path};
-  if (!in) throw UsageError{fmt::format("{}: cannot read '{}'", what, path)};
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_json_input(text.str(), fmt::format("{}: '{}'", what, path));
-}
-
 // The spec file, with --seeds applied before it is checked.
 report::SweepSpec load_spec(const SweepArgs& args) {
   nlohmann::json json = read_json_file(args.spec_path, "--spec");
