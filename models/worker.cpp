@@ -88,6 +88,8 @@ void WorkerProcess::apply(lease::Actions& actions) {
       return;
     } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
       context.note("mark", mark->name);
+    } else if (auto* watch = std::get_if<lease::WatchChange>(&action)) {
+      context.note(watch->armed ? "lease.watch" : "lease.unwatch", watch->connection);
     }
   }
 }

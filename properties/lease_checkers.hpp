@@ -289,6 +289,9 @@ struct FaultWindow {
   std::string label;
   NodeId node;
   NodeId peer;
+  // A clog (or requests held in flight): what was sent in it arrives late,
+  // possibly after the window, so it reaches into every gap it overlaps.
+  bool delays_delivery = false;
 };
 
 struct OwnerlessGap {
@@ -304,6 +307,12 @@ struct OwnerlessGap {
   Instant began;
   std::optional<Instant> ended;  // nullopt: still ownerless at the end
   std::optional<WorkerIdentity> last_owner;
+  // The bound that judges it: the watcher's path when another worker was
+  // armed to take the lease over at its expiry (lease.watch) when the gap
+  // began and stayed armed until the gap ended (or ended it), the sweep's
+  // path otherwise (RecoveryChecker::set_watcher_bounds).
+  enum class Path : uint8_t { sweep, watcher };
+  Path path = Path::sweep;
   Verdict verdict = Verdict::pending;
   std::string excuse;  // the excusing window's label
 };
@@ -320,6 +329,7 @@ struct CauseStatistics {
   uint64_t excused = 0;
   uint64_t beyond_bound = 0;
   uint64_t unfinished = 0;  // still ownerless at the end
+  uint64_t judged_by_watcher = 0;  // of `judged`, those judged by the watcher's bound
 };
 
 // The recovery-time bound. An ownerless gap of a STARTED connection begins at
@@ -356,6 +366,14 @@ class RecoveryChecker {
   // is caught at the first event after it. Unset: stops are not judged.
   void set_stop_bound(Duration bound) { stop_bound_ = bound; }
   uint64_t stops_judged() const { return stops_judged_; }
+  // The watcher's path (DESIGN.md section 4): a gap whose lease another
+  // worker watched (lease.watch notes) is judged by `bounds`' entry for its
+  // cause when there is one, by the constructor's (the sweep's path) else.
+  void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { watcher_bounds_ = std::move(bounds); }
+  const RecoveryBound* bound_for(const OwnerlessGap& gap) const;
+  // "watcher's" or "sweep's": whose bound judges it; empty when its cause
+  // has one bound only.
+  std::string_view path_name(const OwnerlessGap& gap) const;
   // Settles the last instant and judges every gap (once; later calls do nothing).
   void finish(Instant end);
   // Every STARTED connection must have an acting owner throughout
@@ -381,6 +399,9 @@ class RecoveryChecker {
     Instant started_at;
     bool owned_since_started = false;
     std::optional<OwnerlessGap> open_gap;  // moves to gaps_ when it ends
+    std::set<NodeId> armed;                // workers watching it (lease.watch)
+    std::set<NodeId> gap_watchers;         // of those, armed since the open gap began
+    std::optional<Instant> watcher_left;   // when the last of gap_watchers disarmed
   };
   struct OpenWindow {
     Instant start;
@@ -399,6 +420,8 @@ class RecoveryChecker {
   void settle(Instant at);
   void settle_connection(const std::string& connection, Instant at);
   void on_control(const sim::TraceEvent& event);
+  void on_watch(const sim::TraceEvent& event);
+  void disarm(ConnectionView& view, NodeId node, Instant at);
   void on_fault_event(const sim::TraceEvent& event);
   void open_window(WindowKey key, Instant at);
   void close_window(WindowKey key, Instant at, std::string label);
@@ -410,6 +433,7 @@ class RecoveryChecker {
 
   NodeNamer names_;
   std::map<GapCause, RecoveryBound> bounds_;
+  std::map<GapCause, RecoveryBound> watcher_bounds_;
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
   ActingTracker* tracker_;
   std::map<std::string, ConnectionView> connections_;
@@ -446,6 +470,7 @@ class LeaseCheckers {
   void ignore_faults_at(NodeId node) { recovery_.ignore_faults_at(node); }
   void ignore_fault_site(std::string site) { recovery_.ignore_fault_site(std::move(site)); }
   void set_stop_bound(Duration bound) { recovery_.set_stop_bound(bound); }
+  void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { recovery_.set_watcher_bounds(std::move(bounds)); }
   void finish(Instant end);
   void check_liveness(Instant healed_at, Duration bound, Instant end);
   // Appended to every violation, so each one says how to replay it.

@@ -37,6 +37,15 @@ bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != G
 
 }  // namespace
 
+std::string_view RecoveryChecker::path_name(const OwnerlessGap& gap) const {
+  if (!watcher_bounds_.contains(gap.cause)) return {};  // one bound for the cause
+  return gap.path == OwnerlessGap::Path::watcher ? "watcher's" : "sweep's";
+}
+
+namespace {
+
+}  // namespace
+
 RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
     : names_(names),
       bounds_(std::move(bounds)),
@@ -69,9 +78,24 @@ void RecoveryChecker::after_apply(const sim::TraceEvent& event) {
   LP_ASSERT_MSG(!finished_at_, "event at {} observed after finish", event.true_time);
   if (event.kind == EventKind::note) {
     if (event.label == "control.started" || event.label == "control.stopped") on_control(event);
+    if (event.label == "lease.watch" || event.label == "lease.unwatch") on_watch(event);
   } else {
     on_fault_event(event);
   }
+}
+
+void RecoveryChecker::on_watch(const sim::TraceEvent& event) {
+  ConnectionView& view = connections_[std::string(event.detail)];
+  if (event.label == "lease.watch") {
+    view.armed.insert(event.node);
+  } else {
+    disarm(view, event.node, event.true_time);
+  }
+}
+
+void RecoveryChecker::disarm(ConnectionView& view, NodeId node, Instant at) {
+  view.armed.erase(node);
+  if (view.gap_watchers.erase(node) > 0 && view.gap_watchers.empty()) view.watcher_left = at;
 }
 
 void RecoveryChecker::on_control(const sim::TraceEvent& event) {
@@ -143,6 +167,8 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
     view.owned_since_started = true;
     if (view.open_gap) {
       view.open_gap->ended = at;
+      // A watcher that took the lease over stops watching as it does.
+      if (!view.gap_watchers.empty() || view.watcher_left == at) view.open_gap->path = OwnerlessGap::Path::watcher;
       gaps_.push_back(std::move(*view.open_gap));
       view.open_gap.reset();
     }
@@ -157,6 +183,9 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
     gap.cause = stop->cause;
     gap.last_owner = stop->worker;
   }
+  view.gap_watchers = view.armed;
+  if (gap.last_owner) view.gap_watchers.erase(gap.last_owner->node);
+  view.watcher_left.reset();
   view.open_gap = std::move(gap);
 }
 
@@ -170,7 +199,9 @@ void RecoveryChecker::close_window(WindowKey key, Instant at, std::string label)
   const auto found = open_windows_.find(key);
   if (found == open_windows_.end()) return;  // ended without a start we saw
   if (--found->second.depth > 0) return;
-  windows_.push_back(FaultWindow{found->second.start, at, std::move(label), std::get<1>(key), std::get<2>(key)});
+  const bool clog = std::get<0>(key) == EventKind::clog_start;
+  windows_.push_back(
+      FaultWindow{found->second.start, at, std::move(label), std::get<1>(key), std::get<2>(key), clog});
   open_windows_.erase(found);
 }
 
@@ -187,6 +218,10 @@ void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
       open_window(node_key, at);
       break;
     case EventKind::crash:
+      // What it watched is gone with its memory.
+      for (auto& [connection, view] : connections_) {
+        if (view.armed.contains(event.node)) disarm(view, event.node, at);
+      }
       // A node killed while paused never resumes: its crash window takes over.
       close_window({EventKind::pause, event.node, kNoNode}, at, fmt::format("pause of {}", name(event.node)));
       open_window(node_key, at);
@@ -242,7 +277,9 @@ const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Ins
   // fault at the owner's node (a partition, say) does excuse it. So does a
   // fault there that begins after the gap did: the owner's node crashing
   // again once restarted is a new fault (with one worker, it is the one that
-  // would recover), like a fault anywhere else.
+  // would recover), like a fault anywhere else. So is a clog or hold of the
+  // owner's requests that overlaps the gap: what it held lands during the
+  // gap, and in counter mode every landed renew restarts the watchers' count.
   const bool graceful = gap.cause == GapCause::graceful;
   const NodeId owner = gap.last_owner && !graceful ? gap.last_owner->node : kNoNode;
   const auto ignored = [&](NodeId node) {
@@ -250,7 +287,8 @@ const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Ins
   };
   for (const FaultWindow& window : windows_) {
     if (ignored(window.node) || ignored(window.peer)) continue;
-    const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner) && window.start <= gap.began;
+    const bool at_owner = owner.valid() && (window.node == owner || window.peer == owner) &&
+                          window.start <= gap.began && !window.delays_delivery;
     if (!at_owner && window.start <= until && window.end >= gap.began) return &window;
   }
   return nullptr;
@@ -264,14 +302,22 @@ std::string RecoveryChecker::describe(const OwnerlessGap& gap, Instant until) co
                      gap.ended ? "" : " (still ownerless at the end)");
 }
 
+const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
+  if (gap.path == OwnerlessGap::Path::watcher) {
+    if (const auto found = watcher_bounds_.find(gap.cause); found != watcher_bounds_.end()) return &found->second;
+  }
+  const auto found = bounds_.find(gap.cause);
+  return found == bounds_.end() ? nullptr : &found->second;
+}
+
 void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   const Instant until = gap.ended.value_or(end);
-  const auto bound = bounds_.find(gap.cause);
-  if (!judgeable(gap.cause) || bound == bounds_.end()) {
+  const RecoveryBound* bound = bound_for(gap);
+  if (!judgeable(gap.cause) || bound == nullptr) {
     gap.verdict = OwnerlessGap::Verdict::not_judged;
     return;
   }
-  const Duration limit = bound->second.total();
+  const Duration limit = bound->total();
   if (const FaultWindow* window = excusing_window(gap, until); window != nullptr) {
     gap.verdict = OwnerlessGap::Verdict::excused;
     const std::string window_end = window->end == Instant::max() ? "the end" : fmt::format("{}", window->end);
@@ -284,7 +330,9 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   }
   if (until - gap.began > limit) {
     gap.verdict = OwnerlessGap::Verdict::beyond;
-    violation(fmt::format("recovery: {}: beyond the bound {}", describe(gap, until), bound->second.formula()));
+    const std::string_view path = path_name(gap);
+    violation(fmt::format("recovery: {}: beyond the {}{}bound {}", describe(gap, until), path, path.empty() ? "" : " ",
+                          bound->formula()));
     return;
   }
   gap.verdict = gap.ended ? OwnerlessGap::Verdict::within : OwnerlessGap::Verdict::not_judged;
@@ -301,11 +349,14 @@ void RecoveryChecker::finish(Instant end) {
     const auto [kind, node, peer] = key;
     std::string label = fmt::format("{} {}", sim::to_string(kind), name(node));
     if (peer.valid()) label += fmt::format(" -> {}", name(peer));
-    windows_.push_back(FaultWindow{window.start, Instant::max(), std::move(label), node, peer});
+    windows_.push_back(
+        FaultWindow{window.start, Instant::max(), std::move(label), node, peer, kind == EventKind::clog_start});
   }
   open_windows_.clear();
   for (auto& [connection, view] : connections_) {
-    if (view.open_gap) gaps_.push_back(std::move(*view.open_gap));
+    if (!view.open_gap) continue;
+    if (!view.gap_watchers.empty()) view.open_gap->path = OwnerlessGap::Path::watcher;
+    gaps_.push_back(std::move(*view.open_gap));
     view.open_gap.reset();
   }
   for (OwnerlessGap& gap : gaps_) judge(gap, end);
@@ -346,6 +397,7 @@ std::map<GapCause, CauseStatistics> RecoveryChecker::statistics() const {
     all[gap.cause].push_back(length);
     if (gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond) {
       judged[gap.cause].push_back(length);
+      if (path_name(gap) == "watcher's") ++figures.judged_by_watcher;
     }
   }
   for (auto& [cause, figures] : out) {
@@ -365,10 +417,20 @@ std::string RecoveryChecker::summary() const {
   }
   for (const auto& [cause, figures] : statistics()) {
     const auto bound = bounds_.find(cause);
-    out += fmt::format("\n  {}: gaps {}; judged {}; excused {}, beyond bound {}, unfinished {}; bound {}",
-                       to_string(cause), format_statistics(figures.all), format_statistics(figures.judged),
-                       figures.excused, figures.beyond_bound, figures.unfinished,
-                       bound == bounds_.end() ? "none (not judged)" : bound->second.formula());
+    const auto watcher = watcher_bounds_.find(cause);
+    const std::string sweep = bound == bounds_.end() ? "none (not judged)" : bound->second.formula();
+    if (watcher == watcher_bounds_.end()) {
+      out += fmt::format("\n  {}: gaps {}; judged {}; excused {}, beyond bound {}, unfinished {}; bound {}",
+                         to_string(cause), format_statistics(figures.all), format_statistics(figures.judged),
+                         figures.excused, figures.beyond_bound, figures.unfinished, sweep);
+      continue;
+    }
+    out += fmt::format(
+        "\n  {}: gaps {}; judged {} ({} by the watcher's bound, {} by the sweep's); excused {}, beyond bound {}, "
+        "unfinished {}\n    watcher's bound {}\n    sweep's bound {}",
+        to_string(cause), format_statistics(figures.all), format_statistics(figures.judged), figures.judged_by_watcher,
+        figures.judged.count - figures.judged_by_watcher, figures.excused, figures.beyond_bound, figures.unfinished,
+        watcher->second.formula(), sweep);
   }
   return out;
 }

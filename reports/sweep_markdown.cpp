@@ -110,7 +110,8 @@ std::string cells_section(const SweepData& data, const SweepSummary& summary) {
 }
 
 std::string recovery_section(const SweepData& data, const SweepSummary& summary) {
-  std::string out = "## Recovery by cause\n\nGaps judged against the bound; excused gaps overlapped another fault and "
+  std::string out = "## Recovery by cause\n\nGaps judged against their path's bound (the watcher's where another worker "
+                    "watched the lease when it was lost, the sweep's else); excused gaps overlapped another fault and "
                     "are counted apart, then together with the judged ones: the configurations are ranked and judged "
                     "by that p99 (graceful = handover on release or drain).\n\n";
   out += table_head({"cell", "cause", "gaps", "p50 (s)", "p99 (s)", "max (s)", "bound (s)", "beyond bound", "excused (max s)",
@@ -119,7 +120,7 @@ std::string recovery_section(const SweepData& data, const SweepSummary& summary)
     for (const auto& [cause, g] : summary.cells[cell.index].recovery) {
       out += row({std::to_string(cell.index), cause, std::to_string(g.gaps), g.gaps ? text::seconds(g.p50_ms) : "-",
                   g.gaps ? text::seconds(g.p99_ms) : "-", g.gaps ? text::seconds(g.max_ms) : "-",
-                  g.bound_ms ? text::seconds(*g.bound_ms) : "-", std::to_string(g.beyond_bound),
+                  text::bound_of(g), std::to_string(g.beyond_bound),
                   fmt::format("{} ({})", g.excused, g.excused ? text::seconds(g.excused_max_ms) : "-"),
                   g.all_gaps() ? text::seconds(g.with_excused_p99_ms) : "-"});
     }

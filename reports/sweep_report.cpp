@@ -87,7 +87,8 @@ nlohmann::json cell_summary_json(const SweepSpec& spec, const CellSummary& cell)
   nlohmann::json recovery = nlohmann::json::object();
   for (const auto& [cause, g] : cell.recovery) {
     recovery[cause] = {{"gaps", g.gaps}, {"p50_ms", g.p50_ms}, {"p99_ms", g.p99_ms}, {"max_ms", g.max_ms},
-                       {"bound_ms", optional_number(g.bound_ms)}, {"beyond_bound", g.beyond_bound},
+                       {"bound_ms", optional_number(g.bound_ms)}, {"watcher_gaps", g.watcher_gaps},
+                       {"watcher_bound_ms", optional_number(g.watcher_bound_ms)}, {"beyond_bound", g.beyond_bound},
                        {"excused", g.excused}, {"excused_p99_ms", g.excused_p99_ms}, {"excused_max_ms", g.excused_max_ms},
                        {"with_excused_p99_ms", g.with_excused_p99_ms}, {"with_excused_max_ms", g.with_excused_max_ms}};
   }

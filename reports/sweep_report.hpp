@@ -46,6 +46,10 @@ struct GapStats {
   double with_excused_p99_ms = 0;  // judged and excused gaps together
   double with_excused_max_ms = 0;
   std::optional<double> bound_ms;  // the largest bound any seed stated
+  // Of `gaps`, those judged by the watcher's path and its bound (the largest
+  // stated); beyond_bound counts each gap against its own path's bound.
+  uint64_t watcher_gaps = 0;
+  std::optional<double> watcher_bound_ms;
 
   uint64_t all_gaps() const { return gaps + excused; }
 };

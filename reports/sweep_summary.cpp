@@ -45,17 +45,28 @@ void count_violations(const SeedRecord& record, CellSummary& cell) {
 struct GapLists {
   std::vector<double> judged;
   std::vector<double> excused;
+  std::vector<double> watcher;  // of judged, those judged by the watcher's bound
   std::optional<double> bound_ms;
+  std::optional<double> watcher_bound_ms;
 };
+
+// The largest of a seed's stated bounds.
+void widen(std::optional<double>& bound, const nlohmann::json& figures, const char* name) {
+  if (figures.contains(name)) bound = std::max(bound.value_or(0.0), figures[name].get<double>());
+}
+
+uint64_t count_beyond(const std::vector<double>& sorted, double bound) {
+  return static_cast<uint64_t>(sorted.end() - std::upper_bound(sorted.begin(), sorted.end(), bound));
+}
 
 void collect_gaps(const SeedRecord& record, std::map<std::string, GapLists>& gaps) {
   for (const auto& [cause, figures] : field_or_empty(field_or_empty(record, "metrics"), "recovery").items()) {
     GapLists& lists = gaps[cause];
     for (const nlohmann::json& gap : field_or_empty(figures, "gaps_ms")) lists.judged.push_back(gap.get<double>());
     for (const nlohmann::json& gap : field_or_empty(figures, "excused_gaps_ms")) lists.excused.push_back(gap.get<double>());
-    if (figures.contains("bound_ms")) {
-      lists.bound_ms = std::max(lists.bound_ms.value_or(0.0), figures["bound_ms"].get<double>());
-    }
+    for (const nlohmann::json& gap : field_or_empty(figures, "watcher_gaps_ms")) lists.watcher.push_back(gap.get<double>());
+    widen(lists.bound_ms, figures, "bound_ms");
+    widen(lists.watcher_bound_ms, figures, "watcher_bound_ms");
   }
 }
 
@@ -66,6 +77,9 @@ GapStats gap_stats(GapLists lists) {
   stats.gaps = lists.judged.size();
   stats.excused = lists.excused.size();
   stats.bound_ms = lists.bound_ms;
+  std::sort(lists.watcher.begin(), lists.watcher.end());
+  stats.watcher_gaps = lists.watcher.size();
+  stats.watcher_bound_ms = lists.watcher_bound_ms;
   if (!lists.judged.empty()) {
     stats.p50_ms = nearest_rank(lists.judged, 50);
     stats.p99_ms = nearest_rank(lists.judged, 99);
@@ -83,9 +97,10 @@ GapStats gap_stats(GapLists lists) {
     stats.with_excused_max_ms = all.back();
   }
   if (stats.bound_ms) {
-    stats.beyond_bound = static_cast<uint64_t>(
-        lists.judged.end() - std::upper_bound(lists.judged.begin(), lists.judged.end(), *stats.bound_ms));
+    // The sweep's bound judges the gaps the watcher's does not.
+    stats.beyond_bound = count_beyond(lists.judged, *stats.bound_ms) - count_beyond(lists.watcher, *stats.bound_ms);
   }
+  if (stats.watcher_bound_ms) stats.beyond_bound += count_beyond(lists.watcher, *stats.watcher_bound_ms);
   return stats;
 }
 

@@ -25,10 +25,19 @@ inline std::string gap_triple(const CellSummary& cell, const std::string& cause)
   return fmt::format("{} / {} / {}", seconds(g.p50_ms), seconds(g.p99_ms), seconds(g.max_ms));
 }
 
+// A cause's bound: "27.22 (201 of 203 gaps), else 96.93" where the watcher's
+// path judged some of its gaps, the sweep's judging the rest.
+inline std::string bound_of(const GapStats& g) {
+  if (!g.bound_ms) return "-";
+  if (!g.watcher_bound_ms || g.watcher_gaps == 0) return seconds(*g.bound_ms);
+  // Most gaps of a fleet with watchers are judged by theirs.
+  return fmt::format("{} ({} of {} gaps), else {}", seconds(*g.watcher_bound_ms), g.watcher_gaps, g.gaps,
+                     seconds(*g.bound_ms));
+}
+
 inline std::string bound(const CellSummary& cell, const std::string& cause) {
   const auto it = cell.recovery.find(cause);
-  if (it == cell.recovery.end() || !it->second.bound_ms) return "-";
-  return seconds(*it->second.bound_ms);
+  return it == cell.recovery.end() ? "-" : bound_of(it->second);
 }
 
 // "single ownership 12, liveness 1" (failing seeds per property), or "none".

@@ -310,6 +310,8 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         finish_drain_when_sqs_idle();
       } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
         ++counters_.marks[mark->name];
+      } else if (auto* watch = std::get_if<lease::WatchChange>(&action)) {
+        ++counters_.marks[watch->armed ? "lease.watch" : "lease.unwatch"];  // a trace line each is too chatty here
       }
     }
     actions.clear();

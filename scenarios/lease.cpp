@@ -192,6 +192,31 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
           {GapCause::graceful, graceful}};
 }
 
+// The watcher's path: a worker armed to take the lease over at its expiry
+// (lease.watch) reads it again when the owner's stamp says it ends, plus the
+// margin (wall mode), or every watch interval until its counter has been
+// unchanged for lease + margin (counter mode), then acquires. No sweep, no
+// GSI: its reads are strongly consistent GetItems.
+std::map<GapCause, RecoveryBound> watcher_bounds(const LeaseScenarioOptions& o) {
+  const lease::LeaseConfig& c = o.lease;
+  if (c.algorithm == lease::Algorithm::seed) return {};  // the articles have no watchers
+  const Duration one_way = link_latency(o).max();
+  const bool counter = c.expiry_mode == lease::ExpiryMode::counter;
+  const Duration granularity = counter ? c.watch_interval : Duration::zero();
+  const Duration waited = c.lease_duration + c.safety_margin + granularity;
+  RecoveryBound bound{{{"lease", c.lease_duration}, {"margin", c.safety_margin}}};
+  if (counter) bound.terms.emplace_back("watch interval", c.watch_interval);
+  if (!counter) bound.terms.emplace_back("max skew", o.skew_max * 2 + o.fast_worker_offset);
+  bound.terms.emplace_back("rate error", Duration::from_ns(waited.ns() / 1'000'000 * o.drift_ppm_max));
+  bound.terms.emplace_back("timed-out requests", (c.request_timeout + c.retry_backoff) * 2);
+  // Wall mode: the read at the stamp plus the margin, then the acquire.
+  // Counter mode: also the owner's last renew on its way, and the read that
+  // first saw its counter.
+  const int64_t delays = counter ? 7 : 4;
+  bound.terms.emplace_back(fmt::format("network ({} one-way delays)", delays), one_way * delays);
+  return {{GapCause::crash, bound}, {GapCause::pause, bound}, {GapCause::lease_lost, bound}};
+}
+
 nlohmann::json milliseconds(Duration duration) { return static_cast<double>(duration.ns()) / 1e6; }
 
 // What a sweep report needs from one run: every ended ownerless gap by cause
@@ -215,9 +240,11 @@ std::string inconclusive_reason(const LeaseScenarioOptions& o, const properties:
 }
 
 nlohmann::json lease_metrics(const LeaseScenarioOptions& o, const properties::LeaseCheckers& checkers,
-                             const std::map<GapCause, RecoveryBound>& bounds, const models::DynamoStore& store) {
+                             const std::map<GapCause, RecoveryBound>& bounds,
+                             const std::map<GapCause, RecoveryBound>& watcher, const models::DynamoStore& store) {
   nlohmann::json recovery = nlohmann::json::object();
-  for (const properties::OwnerlessGap& gap : checkers.recovery().gaps()) {
+  const properties::RecoveryChecker& checker = checkers.recovery();
+  for (const properties::OwnerlessGap& gap : checker.gaps()) {
     if (!gap.ended || gap.cause == GapCause::initial || gap.cause == GapCause::stopped) continue;
     nlohmann::json& cause = recovery[std::string{properties::to_string(gap.cause)}];
     if (cause.is_null()) {
@@ -225,11 +252,18 @@ nlohmann::json lease_metrics(const LeaseScenarioOptions& o, const properties::Le
       if (const auto bound = bounds.find(gap.cause); bound != bounds.end()) {
         cause["bound_ms"] = milliseconds(bound->second.total());
       }
+      if (const auto bound = watcher.find(gap.cause); bound != watcher.end()) {
+        cause["watcher_bound_ms"] = milliseconds(bound->second.total());
+        cause["watcher_gaps_ms"] = nlohmann::json::array();
+      }
     }
     // Excused gaps overlapped another fault, so their length is not the
-    // cause's alone: listed apart.
+    // cause's alone: listed apart. Of the judged ones, those judged by the
+    // watcher's bound are listed again on their own.
     const bool excused = gap.verdict == properties::OwnerlessGap::Verdict::excused;
-    cause[excused ? "excused_gaps_ms" : "gaps_ms"].push_back(milliseconds(*gap.ended - gap.began));
+    const nlohmann::json length = milliseconds(*gap.ended - gap.began);
+    cause[excused ? "excused_gaps_ms" : "gaps_ms"].push_back(length);
+    if (!excused && checker.path_name(gap) == "watcher's") cause["watcher_gaps_ms"].push_back(length);
   }
   nlohmann::json tables = nlohmann::json::object();
   for (const auto& [name, accounting] : store.all_accounting()) {
@@ -421,6 +455,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   const std::map<GapCause, RecoveryBound> bounds = recovery_bounds(options);
   properties::LeaseCheckers checkers{
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
+  checkers.set_watcher_bounds(watcher_bounds(options));
   world.trace().add_checker([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
   if (options.throttle_partition_wcu_per_s > 0) {
     checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
@@ -549,7 +584,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   std::map<std::string, uint64_t, LexLess> ordered(notes.begin(), notes.end());
   for (const auto& [name, times] : marks) ordered.emplace(fmt::format("mark.{}", name), times);
   for (const auto& [name, times] : ordered) result.counters.emplace_back(name, times);
-  result.metrics = lease_metrics(o, checkers, bounds, store);
+  result.metrics = lease_metrics(o, checkers, bounds, watcher_bounds(o), store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   if (!o.holds.empty()) result.counters.emplace_back("network.held", world.held_messages());
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));

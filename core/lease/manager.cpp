@@ -92,9 +92,10 @@ bool LeaseManager::holds(std::string_view connection) const {
   return found != nullptr && found->held.has_value();
 }
 
-LeaseManager::Held& LeaseManager::hold(std::string_view connection, Held held) {
+LeaseManager::Held& LeaseManager::hold(std::string_view connection, Held held, Actions& out) {
   Slot& target = slot(connection);
   if (target.watch) {
+    arm(connection, *target.watch, false, out);
     target.watch.reset();
     --watch_count_;
   }
@@ -109,11 +110,18 @@ void LeaseManager::drop_held(Slot& target) {
   --held_count_;
 }
 
-void LeaseManager::drop_watch(std::string_view connection) {
+void LeaseManager::drop_watch(std::string_view connection, Actions& out) {
   Slot* found = find_slot(connection);
   if (found == nullptr || !found->watch) return;
+  arm(connection, *found->watch, false, out);
   found->watch.reset();
   --watch_count_;
+}
+
+void LeaseManager::arm(std::string_view connection, Watch& watch, bool armed, Actions& out) {
+  if (watch.armed == armed) return;
+  watch.armed = armed;
+  out.push_back(WatchChange{std::string(connection), armed});
 }
 
 void LeaseManager::drop_idle_slots() {
@@ -399,6 +407,7 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
   draining_ = true;
   out.push_back(Mark{"lease.drain"});
   for (auto& [connection, entry] : slots_) {
+    if (entry.watch) arm(connection, *entry.watch, false, out);
     entry.watch.reset();
   }
   watch_count_ = 0;

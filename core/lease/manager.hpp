@@ -71,8 +71,16 @@ struct DrainComplete {};
 struct Mark {
   const char* name;
 };
+// This worker started (armed) or stopped watching another worker's lease for
+// its expiry: while armed, it takes the lease over on its own once it
+// expires, without waiting for a reconcile sweep. Checkers pick the recovery
+// bound of a lost owner's gap by it (docs/lease-core.md, "Watchers").
+struct WatchChange {
+  std::string connection;
+  bool armed = false;
+};
 
-using Action = std::variant<DynamoCall, OpenSession, CloseSession, NotifyReleased, DrainComplete, Mark>;
+using Action = std::variant<DynamoCall, OpenSession, CloseSession, NotifyReleased, DrainComplete, Mark, WatchChange>;
 using Actions = std::vector<Action>;
 
 class LeaseManager {
@@ -147,6 +155,7 @@ class LeaseManager {
     // read gets through, and take it back at once if it is still ours (the
     // sweep would, a reconcile interval later; nobody else may have room).
     bool reclaim = false;
+    bool armed = false;  // the last WatchChange said armed
   };
   struct Pending {
     RequestKind kind;
@@ -187,9 +196,12 @@ class LeaseManager {
   Held* find_held(std::string_view connection);
   Watch* find_watch(std::string_view connection);
   bool holds(std::string_view connection) const;
-  Held& hold(std::string_view connection, Held held);  // replaces any earlier one; ends a watch
+  Held& hold(std::string_view connection, Held held, Actions& out);  // replaces any earlier one; ends a watch
   void drop_held(Slot& slot);
-  void drop_watch(std::string_view connection);
+  void drop_watch(std::string_view connection, Actions& out);
+  // Says (WatchChange) when this worker's will to take the lease over at its
+  // expiry changes.
+  void arm(std::string_view connection, Watch& watch, bool armed, Actions& out);
   // Drops the slots that hold nothing and that no wakeup points at (once a
   // reconcile round): a long-lived worker meets connections that come and go.
   void drop_idle_slots();

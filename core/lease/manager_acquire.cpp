@@ -101,7 +101,7 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
   held.ws_url = lease ? lease->ws_url : std::string{};
   held.stream_epoch = lease ? lease->stream_epoch : 0;
   held.last_seq = lease ? lease->last_seq : 0;
-  Held& ours = hold(pending.connection, std::move(held));
+  Held& ours = hold(pending.connection, std::move(held), out);
   confirm(pending.connection, ours, pending.sent, now, out);
   if (draining_) release(pending.connection, ours, now, out);  // acquired while draining: hand it back
 }
@@ -138,7 +138,7 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   held.ws_url = lease->ws_url;
   held.stream_epoch = lease->stream_epoch;
   held.last_seq = lease->last_seq;
-  Held& ours = hold(pending.connection, std::move(held));
+  Held& ours = hold(pending.connection, std::move(held), out);
   confirm(pending.connection, ours, pending.sent, now, out);
   if (draining_) release(pending.connection, ours, now, out);  // acquired while draining: hand it back
 }
@@ -178,7 +178,7 @@ bool LeaseManager::watches(const LeaseView& lease) const {
 void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool from_sweep) {
   if (config_.algorithm == Algorithm::seed) return;  // the articles only reconcile
   if (lease.desired_state != kStarted || holds(lease.connection)) {
-    drop_watch(lease.connection);
+    drop_watch(lease.connection, out);
     return;
   }
   if (lease.owner.empty()) {
@@ -208,6 +208,7 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     watch.watcher_workers = known_workers_version_;
   }
   const bool watcher = !from_sweep || watch.watcher;
+  arm(lease.connection, watch, watcher, out);
   watch.counter = lease.counter;
   watch.expires_ms = lease.expires_at_ms;
   const Duration margin = config_.safety_margin;
@@ -242,6 +243,7 @@ void LeaseManager::forget_unseen(Actions& out) {
     // acquire in flight will tell too.
     const bool idle_record = watch.check_at == Instant::max() && watch.token == 0;
     if (!idle_record || watch.seen_round == sweep_round_) continue;
+    arm(connection, *target.watch, false, out);
     target.watch.reset();
     --watch_count_;
     out.push_back(Mark{"lease.forgot_unseen"});
@@ -253,7 +255,7 @@ void LeaseManager::take_over(const std::string& connection, const LeaseView& lea
   if (config_.expiry_mode == ExpiryMode::counter && !lease.owner.empty()) basis.observed_counter = lease.counter;
   if (!lease.owner.empty()) out.push_back(Mark{"lease.takeover_expired"});
   if (!has_room()) {
-    drop_watch(connection);
+    drop_watch(connection, out);
     return;
   }
   acquire(connection, basis, now, out);
@@ -261,7 +263,10 @@ void LeaseManager::take_over(const std::string& connection, const LeaseView& lea
 
 void LeaseManager::check_watch(const std::string& connection, Watch& watch, Clock now, Actions& out) {
   watch.check_at = Instant::max();
-  if (!has_room()) return;
+  if (!has_room()) {
+    arm(connection, watch, false, out);  // full: the sweep's workers with room take it
+    return;
+  }
   watch.token = send(out, RequestKind::read, connection, 0, read_request(config_, connection), now.monotonic);
 }
 
@@ -277,7 +282,7 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
   }
   const std::optional<LeaseView> lease = item_lease(get->item);
   if (!lease) {
-    drop_watch(pending.connection);
+    drop_watch(pending.connection, out);
     return;
   }
   if (watch->reclaim) {
@@ -286,7 +291,7 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
       // Still ours (the sweep's rule: "OR lease_owner = :me" under a new epoch).
       out.push_back(Mark{"lease.reclaim_after_deadline"});
       acquire(pending.connection, AcquireBasis{}, now, out);
-      if (!acquiring_.contains(pending.connection)) drop_watch(pending.connection);  // no room
+      if (!acquiring_.contains(pending.connection)) drop_watch(pending.connection, out);  // no room
       return;
     }
     // Someone else's, or free: watched only as any lease is (by its watchers).

@@ -504,6 +504,62 @@ TEST(LeaseManager, ForgetsLeasesItDoesNotWatchOnceSweepsNoLongerShowThem) {
   }
 }
 
+// A worker says when it starts and stops watching a lease (WatchChange), so
+// that a checker can tell a takeover by a watcher from one by a sweep: each
+// lease of a live owner has its watchers armed, none is armed by its owner;
+// a crashed owner's leases are taken by their watchers, which disarm as they
+// take them; a draining worker disarms everything it watched.
+TEST(LeaseManager, WatchersSayWhenTheyStartAndStopWatchingALease) {
+  for (const ExpiryMode mode : {ExpiryMode::wall, ExpiryMode::counter}) {
+    SCOPED_TRACE(mode == ExpiryMode::wall ? "wall" : "counter");
+    LeaseWorld world{articles(mode), 31};
+    world.add_connections(12);
+    std::vector<size_t> workers;
+    for (int i = 0; i < 4; ++i) workers.push_back(world.start_worker());
+    world.run_for(3_min);
+    auto watchers_of = [&](const std::string& connection) {
+      size_t count = 0;
+      for (const size_t w : workers) count += world.worker(w).armed.contains(connection) ? 1 : 0;
+      return count;
+    };
+    // The ranked watchers, and any worker whose own acquire was refused (it
+    // read the lease then): never fewer than the ranking asks for.
+    for (const std::string& c : world.connections()) {
+      EXPECT_GE(watchers_of(c), world.config().watchers_per_lease) << c;
+    }
+    for (const size_t w : workers) {
+      for (const auto& [connection, epoch] : world.worker(w).sessions) {
+        EXPECT_FALSE(world.worker(w).armed.contains(connection)) << "an owner watches its own " << connection;
+      }
+    }
+    size_t victim = workers[0];
+    for (const size_t w : workers) {
+      if (world.worker(w).sessions.size() > world.worker(victim).sessions.size()) victim = w;
+    }
+    const std::map<std::string, int64_t> lost = world.worker(victim).sessions;
+    ASSERT_FALSE(lost.empty());
+    world.crash(victim);
+    world.run_for(1_min);
+    for (const auto& [connection, epoch] : lost) {
+      size_t owner = workers.size();
+      for (const size_t w : workers) {
+        if (w != victim && world.worker(w).sessions.contains(connection)) owner = w;
+      }
+      ASSERT_LT(owner, workers.size()) << connection << " was not taken over";
+      EXPECT_FALSE(world.worker(owner).armed.contains(connection));
+    }
+    EXPECT_GT(world.mark_count("lease.takeover_expired"), 0);
+    size_t drained = victim;
+    for (const size_t w : workers) {
+      if (w != victim && !world.worker(w).armed.empty()) drained = w;
+    }
+    ASSERT_NE(drained, victim) << "no survivor watches anything";
+    world.sigterm(drained);
+    EXPECT_TRUE(world.worker(drained).armed.empty());
+    EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+  }
+}
+
 // ---- drain ----------------------------------------------------------------------------
 
 TEST(LeaseManager, SigtermDrainsReleasesAnnouncesAndANotifiedWorkerTakesOverAtOnce) {

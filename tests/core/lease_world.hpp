@@ -101,6 +101,7 @@ class LeaseWorld {
     std::vector<std::pair<std::optional<RequestKind>, Fate>> next_fates;
     std::map<std::string, int64_t> sessions;  // open sessions: connection -> epoch
     std::map<std::string, int> marks;
+    std::set<std::string> armed;  // leases it watches (WatchChange)
     std::vector<CloseSession> closes;
     std::vector<std::string> notified;
     std::vector<std::pair<Instant, DynamoCall>> sent;  // true send time, call
@@ -406,6 +407,14 @@ class LeaseWorld {
         w.exited = true;  // the process ends once drained
       } else if (auto* mark = std::get_if<Mark>(&action)) {
         ++w.marks[mark->name];
+      } else if (auto* watch = std::get_if<WatchChange>(&action)) {
+        // Said on changes only: never armed twice, never disarmed unarmed.
+        EXPECT_EQ(w.armed.contains(watch->connection), !watch->armed) << w.name << " " << watch->connection;
+        if (watch->armed) {
+          w.armed.insert(watch->connection);
+        } else {
+          w.armed.erase(watch->connection);
+        }
       }
     }
   }

@@ -436,6 +436,54 @@ TEST(RecoveryChecker, CrashGapBeyondTheBoundIsAViolationWithItsFormula) {
   EXPECT_EQ(checker.statistics().at(GapCause::crash).beyond_bound, 1u);
 }
 
+// The watcher's path: a gap whose lease another worker watched (lease.watch)
+// from the gap's start until its end is judged by the watcher's bound, the
+// others by the sweep's (the constructor's). w1 owns c1..c4 and crashes at
+// 10 s; each is taken over 16 s later, within the sweep's 28.5 s but beyond
+// the watcher's 12 s:
+// - c1: w2 watches it from before the crash and takes it over: watcher's
+//   path, a violation (the watcher took a whole extra wait);
+// - c2: nobody watches it: sweep's path, within;
+// - c3: w2 watched it but stopped watching during the gap (a full worker
+//   does): the sweep's path, within;
+// - c4: w3 watched it but crashed before the gap: w3's watch is gone with
+//   it, the sweep's path, within (w3's crash window is over by then).
+TEST(RecoveryChecker, AGapAnotherWorkerWatchedIsJudgedByTheWatchersBound) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1").started("c2").started("c3").started("c4");
+  trace.at(1_s).open(kW1, "c1", 1).open(kW1, "c2", 1).open(kW1, "c3", 1).open(kW1, "c4", 1);
+  trace.at(2_s).note(kW2, "lease.watch", "c1").note(kW2, "lease.watch", "c3").note(kW3, "lease.watch", "c4");
+  trace.at(3_s).crash(kW3);
+  trace.at(4_s).restart(kW3, 2);
+  trace.at(10_s).crash(kW1);
+  trace.at(15_s).note(kW2, "lease.unwatch", "c3");
+  // The watcher stops watching as it takes the lease over.
+  trace.at(26_s).note(kW2, "lease.unwatch", "c1").open(kW2, "c1", 2).open(kW3, "c2", 2).open(kW3, "c3", 2);
+  trace.at(26_s).open(kW3, "c4", 2);
+  RecoveryChecker checker(namer(), bounds());
+  const RecoveryBound watcher{{{"lease", 10_s}, {"margin", 2_s}}};
+  checker.set_watcher_bounds({{GapCause::crash, watcher}});
+  trace.feed(checker);
+  checker.finish(Instant::zero() + 40_s);
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              AllOf(HasSubstr("connection c1 ownerless for 16s after crash of w1#1"),
+                    HasSubstr("beyond the watcher's bound lease 10s + margin 2s = 12s")));
+  std::map<std::string, OwnerlessGap::Path> paths;
+  for (const OwnerlessGap& gap : checker.gaps()) {
+    if (gap.cause == GapCause::crash) paths[gap.connection] = gap.path;
+  }
+  EXPECT_EQ(paths, (std::map<std::string, OwnerlessGap::Path>{{"c1", OwnerlessGap::Path::watcher},
+                                                              {"c2", OwnerlessGap::Path::sweep},
+                                                              {"c3", OwnerlessGap::Path::sweep},
+                                                              {"c4", OwnerlessGap::Path::sweep}}));
+  const CauseStatistics crash = checker.statistics().at(GapCause::crash);
+  EXPECT_EQ(crash.judged.count, 4u);
+  EXPECT_EQ(crash.judged_by_watcher, 1u);
+  EXPECT_THAT(checker.summary(), AllOf(HasSubstr("(1 by the watcher's bound, 3 by the sweep's)"),
+                                       HasSubstr("watcher's bound lease 10s + margin 2s = 12s")));
+}
+
 // A STOPPED connection must be let go of within the stop bound: w1 closes
 // 15 s after the stop in one run (within 20 s), never in the other (still
 // acting at the next event after the bound, and at the end).
