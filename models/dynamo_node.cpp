@@ -54,6 +54,7 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   LP_ASSERT(envelope.expects_reply);
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
   const uint64_t replays_before = store_.idempotent_replays();
+  if (stream_notes_ != nullptr) stream_notes_->queued.clear();  // queued outside a request: not this one's
   dynamo::Result<dynamo::Response> result = store_.apply(request, context.wall());
   // value = the request's message id: checkers join it with the caller's notes.
   // A retried transaction answered from its token applied nothing now: it says
@@ -62,6 +63,12 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   if (result.ok() && store_.idempotent_replays() != replays_before) outcome = kIdempotentReplay;
   context.note(request_type(request), outcome, static_cast<int64_t>(envelope.id));
   if (!watched_.empty() && outcome == "ok") note_watched(context, request, envelope.id);
+  if (stream_notes_ != nullptr) {
+    for (const auto& [label, detail] : stream_notes_->queued) {
+      context.note(label, detail, static_cast<int64_t>(envelope.id));
+    }
+    stream_notes_->queued.clear();
+  }
   const uint32_t bytes = reply_bytes(result);
   context.reply(envelope, sim::Message{"dynamo.reply", bytes, std::make_shared<DynamoReplyPayload>(std::move(result))});
 }

@@ -8,7 +8,10 @@
 // restart of the node (an outage) never loses a table.
 
 #include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/dynamo/types.hpp"
 #include "models/dynamo_store.hpp"
@@ -37,13 +40,23 @@ struct DynamoReplyPayload final : sim::Payload {
   dynamo::Result<dynamo::Response> result;
 };
 
+// Notes that a table's change stream (DynamoStore::set_stream) queues while
+// the store applies a request: the node writes them after the request's own
+// note, each with the request's message id, so that what the stream shows
+// is in the trace at the instant it happened (the sink's records, which the
+// exactly-once checker reads). Kept by the scenario: it outlives the node.
+struct StreamNotes {
+  std::vector<std::pair<std::string_view, std::string>> queued;  // label (a static string), detail
+};
+
 class DynamoNode final : public sim::Process {
  public:
   // `watched`: an attribute whose value after each applied single-item write
   // that can change it the node notes (kItemNote), so that checkers can
   // follow it from the trace alone (the lease epoch); empty: none.
   // TransactWriteItems are not noted.
-  explicit DynamoNode(DynamoStore& store, std::string_view watched = {}) : store_(store), watched_(watched) {}
+  explicit DynamoNode(DynamoStore& store, std::string_view watched = {}, StreamNotes* stream_notes = nullptr)
+      : store_(store), watched_(watched), stream_notes_(stream_notes) {}
 
   void on_start(sim::NodeContext&) override {}
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
@@ -59,6 +72,7 @@ class DynamoNode final : public sim::Process {
   // request, so running it lazily saves a timer event per write.
   DynamoStore& store_;
   std::string_view watched_;  // a static string
+  StreamNotes* stream_notes_;
 };
 
 // The answer to one call: the result, or nullptr when the call timed out

@@ -141,6 +141,11 @@ void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, 
       fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
       fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {} {}"), put ? "record_put" : kind == "probe" ? "read" : kind,
                      connection, stream.session->lease_epoch());
+      // What a record or checkpoint writes: "<epoch>:<seq>..<epoch>:<seq>".
+      if (call->last.seq != 0) {
+        fmt::format_to(std::back_inserter(detail), FMT_COMPILE(" {}:{}..{}:{}"), call->first.epoch, call->first.seq,
+                       call->last.epoch, call->last.seq);
+      }
       const uint64_t token = call->token;
       const uint64_t generation = stream.generation;
       const uint64_t message = call_dynamo(

@@ -159,7 +159,9 @@ void OwnershipChecker::report_overlap(const std::string& connection, const Pair&
 
 void OwnershipChecker::on_request(const sim::TraceEvent& event) {
   const text::Words words = text::split_words(event.detail);
-  const std::optional<uint64_t> epoch = words.size() == 3 ? text::parse_u64(words[2]) : std::nullopt;
+  // A sink write adds the range it writes: "<kind> <connection> <epoch> <range>".
+  const bool sized = words.size() == 3 || words.size() == 4;
+  const std::optional<uint64_t> epoch = sized ? text::parse_u64(words[2]) : std::nullopt;
   if (!epoch || event.value <= 0) {
     violation(fmt::format("trace contract: malformed lease.request (detail '{}', message {}) at {}", event.detail,
                           event.value, event.true_time));

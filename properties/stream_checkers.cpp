@@ -55,7 +55,21 @@ void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
     ++published_;
   } else if (event.label == "resume.reset") {
     on_reset(event);
+  } else if (event.label == kSinkItemNote) {
+    on_sink_item(event);
   }
+}
+
+void ExactlyOnceChecker::on_sink_item(const sim::TraceEvent& event) {
+  const text::Words words = text::split_words(event.detail);
+  const std::optional<uint64_t> epoch = words.size() == 4 ? text::parse_u64(words[1]) : std::nullopt;
+  const std::optional<int64_t> seq = words.size() == 4 ? parse_i64(words[2]) : std::nullopt;
+  const bool known = words.size() == 4 && (words[3] == "new" || words[3] == "replaced");
+  if (!epoch || !seq || !known) {
+    violation(fmt::format("trace contract: malformed {} '{}' at {}", kSinkItemNote, event.detail, event.true_time));
+    return;
+  }
+  on_sink_write(words[0], *epoch, *seq, words[3] == "replaced", event.true_time);
 }
 
 // "resume.reset <connection> <kind> <after epoch> <after seq> <resume epoch> <resume seq>"

@@ -13,9 +13,10 @@
 //                       the hub opened it after the crash.
 //
 // The sink is observed as DynamoDB Streams would show it: every accepted
-// write to the sink table, in commit order (DynamoStore::set_stream), which
-// is what a downstream consumer acts on. Everything else comes from the
-// trace: hub.epoch and hub.publish (the hub), resume.reset (the clients).
+// write to the sink table, in commit order, which is what a downstream
+// consumer acts on; DynamoDB writes it into the trace (kSinkItemNote, from
+// the table's change stream). Everything else comes from the trace too:
+// hub.epoch and hub.publish (the hub), resume.reset (the clients).
 
 #include <cstdint>
 #include <deque>
@@ -36,11 +37,17 @@
 
 namespace leaseproof::properties {
 
+// DynamoDB's note of one accepted write of the sink: detail "<connection>
+// <hub epoch> <seq> new|replaced" (replaced: an item with that key existed
+// already), value = the request's message id.
+inline constexpr std::string_view kSinkItemNote = "sink.item";
+
 class ExactlyOnceChecker {
  public:
   void observe(const sim::TraceEvent& event);
   // One accepted write of the sink: record (connection, hub epoch, seq);
-  // `overwrote`: an item with that key existed already.
+  // `overwrote`: an item with that key existed already. observe() calls it
+  // for each kSinkItemNote.
   void on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote, Instant at);
   // End of run. `caught_up`: connections that must have recorded everything
   // published (publishing stopped long enough before the end, faults healed).
@@ -77,6 +84,7 @@ class ExactlyOnceChecker {
     }
   };
   EpochState& epoch_state(std::string_view connection, uint64_t epoch);
+  void on_sink_item(const sim::TraceEvent& event);
 
   bool excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from, int64_t to) const;
   void on_reset(const sim::TraceEvent& event);

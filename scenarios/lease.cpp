@@ -355,7 +355,7 @@ void schedule_hub_faults(sim::World& world, const LeaseScenarioOptions& o, const
 }
 
 std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenarioOptions& o, models::DynamoStore& store,
-                                           models::WorkerEnvironment& environment) {
+                                           models::StreamNotes& stream_notes, models::WorkerEnvironment& environment) {
   auto streaming = std::make_unique<Streaming>();
   const StreamOptions& s = o.stream;
   models::HubShared& hub = streaming->hub;
@@ -379,16 +379,16 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
   // The sink table is provisioned before the run, like the lease table's
   // infrastructure; its change stream feeds the exactly-once checker.
   LP_ASSERT(store.apply(resume::create_sink_table_request(session.sink), Instant::zero()).ok());
-  store.set_stream(session.sink.name, [&world, checker = &streaming->exactly_once](const dynamo::Item* old_item,
-                                                                                   const dynamo::Item* new_item) {
+  store.set_stream(session.sink.name, [&stream_notes](const dynamo::Item* old_item, const dynamo::Item* new_item) {
     if (new_item == nullptr) return;
+    // "sink.item <connection> <hub epoch> <seq> new|replaced" (the key is "<connection>#<hub epoch>").
     const std::string& key = new_item->at("pk").text();
     const size_t hash = key.rfind('#');
     LP_ASSERT_MSG(hash != std::string::npos, "sink key '{}'", key);
-    const auto epoch = std::stoull(key.substr(hash + 1));
-    const auto seq = std::stoll(new_item->at("seq").text());
-    world.trace().post([checker, connection = key.substr(0, hash), epoch, seq, replaced = old_item != nullptr,
-                        now = world.now()] { checker->on_sink_write(connection, epoch, seq, replaced, now); });
+    stream_notes.queued.emplace_back(properties::kSinkItemNote,
+                                     fmt::format("{} {} {} {}", std::string_view{key}.substr(0, hash),
+                                                 std::string_view{key}.substr(hash + 1), new_item->at("seq").text(),
+                                                 old_item != nullptr ? "replaced" : "new"));
   });
   streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; },
@@ -488,10 +488,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   models::DynamoStore store{store_options(o), sim::derive_seed(config.seed, "lease/dynamo")};
   models::SqsState sqs_state;
   sqs_state.create_queue("releases");
-  const NodeId dynamo = world.add_node("dynamodb", {}, [&store] { 
+  models::StreamNotes stream_notes;  // the sink's records (set up with streaming)
+  const NodeId dynamo = world.add_node("dynamodb", {}, [&store, &stream_notes] {
     // The lease epoch after each write, in the trace: the ownership checker
     // judges every accepted write by it (DESIGN.md section 4).
-    return std::make_unique<models::DynamoNode>(store, "lease_epoch");
+    return std::make_unique<models::DynamoNode>(store, "lease_epoch", &stream_notes);
   });
   const NodeId sqs = world.add_node("sqs", {}, [&sqs_state] { return std::make_unique<models::SqsNode>(sqs_state); });
   models::HubShared* hub_shared = nullptr;
@@ -512,7 +513,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   environment.notify_releases = !seed_algorithm;
   environment.sqs_wait = o.sqs_wait;
   if (o.stream.enabled) {
-    streaming = start_streaming(world, o, store, environment);
+    streaming = start_streaming(world, o, store, stream_notes, environment);
     hub_shared = &streaming->hub;
   }
   environment.fault_sites["lease.renew.skip"] =

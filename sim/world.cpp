@@ -413,6 +413,7 @@ void World::deliver(Node& node, const Envelope& envelope) {
       TraceEvent dropped = event(EventKind::drop, node.id);
       dropped.peer = envelope.from;
       dropped.id = envelope.id;
+      dropped.value = static_cast<int64_t>(envelope.reply_to);  // the request it answers
       dropped.label = "late_reply";
       trace_.record(dropped);
       return;
@@ -423,6 +424,7 @@ void World::deliver(Node& node, const Envelope& envelope) {
     TraceEvent delivered = event(EventKind::deliver, node.id);
     delivered.peer = envelope.from;
     delivered.id = envelope.id;
+    delivered.value = static_cast<int64_t>(envelope.reply_to);  // the request it answers
     delivered.label = envelope.message.type;
     trace_.record(delivered);
     call.on_reply(&envelope);

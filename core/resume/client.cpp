@@ -29,7 +29,6 @@ namespace {
 // Stream order: by epoch, then by sequence number within the epoch.
 bool before(Position a, Position b) { return a.epoch != b.epoch ? a.epoch < b.epoch : a.seq < b.seq; }
 Position later_of(Position a, Position b) { return before(a, b) ? b : a; }
-Position position_of(const Message& m) { return Position{m.epoch, m.seq}; }
 
 const char* reset_mark(ResetKind kind) {
   switch (kind) {

@@ -51,6 +51,7 @@ struct Message {
   int64_t seq = 0;
   uint32_t bytes = 0;  // payload size (the payload itself is not modelled)
 };
+inline Position position_of(const Message& m) { return Position{m.epoch, m.seq}; }
 
 enum class ResetKind : uint8_t {
   evicted,        // the position is older than the ring's oldest message

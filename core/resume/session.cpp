@@ -106,7 +106,10 @@ void StreamSession::send_next(Instant, SessionActions& out) {
                                                  record.messages, record.previous, record.through,
                                                  request_token(connection_, lease_epoch_, record.through));
     ask_old_item_on_failure(request);
-    out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record", std::move(request));  // built in place
+    auto& call = std::get<SinkCall>(out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
+                                                      std::move(request)));  // built in place
+    call.first = position_of(record.messages.front());
+    call.last = position_of(record.messages.back());
     return;
   }
   // Skip what an earlier owner already put; read the sink first in an epoch
@@ -125,15 +128,20 @@ void StreamSession::send_next(Instant, SessionActions& out) {
     ++writing.next_put;
   }
   if (writing.next_put < record.messages.size()) {
-    out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
-                     record_put(config_.sink, connection_, worker_, lease_epoch_, record.messages[writing.next_put]));
+    const Message& put = record.messages[writing.next_put];
+    auto& call = std::get<SinkCall>(out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
+                                                      record_put(config_.sink, connection_, worker_, lease_epoch_, put)));
+    call.first = call.last = position_of(put);
     return;
   }
   writing.checkpointing = true;
   dynamo::Request request =
       checkpoint_position(lease_, connection_, worker_, lease_epoch_, record.previous, record.through);
   ask_old_item_on_failure(request);
-  out.emplace_back(std::in_place_type<SinkCall>, writing.token, "checkpoint", std::move(request));
+  auto& call = std::get<SinkCall>(
+      out.emplace_back(std::in_place_type<SinkCall>, writing.token, "checkpoint", std::move(request)));
+  call.first = position_of(record.messages.front());
+  call.last = position_of(record.messages.back());
 }
 
 void StreamSession::on_sink_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Instant now,

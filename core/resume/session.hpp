@@ -42,6 +42,10 @@ struct SinkCall {
   uint64_t token = 0;
   const char* kind = "";  // "record" (transaction or put), "checkpoint", or "probe" (put mode's read of the sink)
   dynamo::Request request;
+  // The messages the call writes or checkpoints, first and last (inclusive);
+  // zero for a probe. Hosts trace them with the call.
+  Position first;
+  Position last;
 };
 // A batch is durably recorded: messages (previous, through] of this session.
 struct Recorded {

@@ -1,0 +1,109 @@
+// The exactly-once checker on hand-built traces: what the hub published
+// (hub.epoch, hub.publish), what the sink holds (DynamoDB's sink.item notes,
+// its change stream), and what the clients declared lost (resume.reset).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <set>
+#include <string>
+
+#include "properties/stream_checkers.hpp"
+
+namespace leaseproof::properties {
+namespace {
+
+using namespace leaseproof::literals;
+using ::testing::HasSubstr;
+
+constexpr NodeId kHub{0};
+constexpr NodeId kDynamo{1};
+constexpr NodeId kW1{2};
+
+class StreamTrace {
+ public:
+  StreamTrace() { note(kHub, "hub.epoch", "new", 1); }
+  StreamTrace& at(Duration since_zero) {
+    now_ = Instant::zero() + since_zero;
+    return *this;
+  }
+  StreamTrace& publish(int64_t seq) { return note(kHub, "hub.publish", "c1", seq); }
+  // DynamoDB's note of an accepted sink write (request message `message`).
+  StreamTrace& sink(int64_t seq, const std::string& how = "new", int64_t message = 7) {
+    return note(kDynamo, std::string{kSinkItemNote}, "c1 1 " + std::to_string(seq) + " " + how, message);
+  }
+  StreamTrace& sink_detail(const std::string& detail) { return note(kDynamo, std::string{kSinkItemNote}, detail, 7); }
+  StreamTrace& reset(int64_t after, int64_t resume) {
+    return note(kW1, "resume.reset", fmt::format("c1 over_limit 1 {} 1 {}", after, resume));
+  }
+  ExactlyOnceChecker& finish(std::set<std::string, std::less<>> caught_up = {}) {
+    checker_.finish(caught_up);
+    return checker_;
+  }
+
+ private:
+  StreamTrace& note(NodeId node, std::string label, std::string detail, int64_t value = 0) {
+    labels_.push_back(std::move(label));
+    details_.push_back(std::move(detail));
+    sim::TraceEvent e;
+    e.kind = sim::EventKind::note;
+    e.true_time = now_;
+    e.node = node;
+    e.label = labels_.back();
+    e.detail = details_.back();
+    e.value = value;
+    checker_.observe(e);
+    return *this;
+  }
+
+  ExactlyOnceChecker checker_;
+  Instant now_ = Instant::zero();
+  std::deque<std::string> labels_;  // the events keep views
+  std::deque<std::string> details_;
+};
+
+TEST(ExactlyOnceChecker, EverySeqRecordedOnceInOrderPasses) {
+  StreamTrace trace;
+  trace.publish(1).publish(2).publish(3).at(1_s).sink(1).sink(2).sink(3);
+  const ExactlyOnceChecker& checker = trace.finish({"c1"});
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations().front();
+  EXPECT_EQ(checker.records(), 3u);
+  EXPECT_EQ(checker.published(), 3u);
+}
+
+TEST(ExactlyOnceChecker, ASeqWrittenAgainOverItsItemIsADuplicate) {
+  StreamTrace trace;
+  trace.publish(1).publish(2).at(1_s).sink(1).sink(2).at(2_s).sink(2, "replaced");
+  const ExactlyOnceChecker& checker = trace.finish({"c1"});
+  ASSERT_EQ(checker.violation_count(), 1u);
+  EXPECT_THAT(checker.violations()[0], HasSubstr("connection c1 epoch 1 seq 2 recorded twice (again at @2s)"));
+}
+
+TEST(ExactlyOnceChecker, AHoleNoResetDeclaredIsALossAndOneDeclaredIsNot) {
+  StreamTrace lost;
+  lost.publish(1).publish(2).publish(3).at(1_s).sink(1).sink(3);
+  const ExactlyOnceChecker& lost_checker = lost.finish({"c1"});
+  ASSERT_EQ(lost_checker.violation_count(), 1u);
+  EXPECT_THAT(lost_checker.violations()[0], HasSubstr("seq 2..2 never recorded and no reset declared them lost"));
+
+  StreamTrace declared;
+  declared.publish(1).publish(2).publish(3).at(1_s).sink(1).reset(1, 2).sink(3);
+  const ExactlyOnceChecker& declared_checker = declared.finish({"c1"});
+  EXPECT_TRUE(declared_checker.violations().empty()) << declared_checker.violations().front();
+  EXPECT_EQ(declared_checker.excused_messages(), 1u);
+}
+
+TEST(ExactlyOnceChecker, AMalformedSinkNoteBreaksTheTraceContract) {
+  for (const std::string detail : {"c1 1 2", "c1 x 2 new", "c1 1 2 maybe", "c1 1 two new"}) {
+    StreamTrace trace;
+    trace.publish(1).publish(2).sink(1).sink_detail(detail);
+    const ExactlyOnceChecker& checker = trace.finish();
+    ASSERT_EQ(checker.violation_count(), 1u) << detail;
+    EXPECT_THAT(checker.violations()[0], HasSubstr("trace contract: malformed sink.item '" + detail + "'"));
+    EXPECT_EQ(checker.records(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace leaseproof::properties
