@@ -74,7 +74,7 @@ struct Mark {
 // This worker started (armed) or stopped watching another worker's lease for
 // its expiry: while armed, it takes the lease over on its own once it
 // expires, without waiting for a reconcile sweep. Checkers pick the recovery
-// bound of a lost owner's gap by it (docs/lease-core.md, "Watchers").
+// bound of a lost owner's gap by it (docs/lease-core.md, "Taking over").
 struct WatchChange {
   std::string connection;
   bool armed = false;
