@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/replay.hpp"
+#include "scenarios/shrink.hpp"
 
 #include "cli/cli_common.hpp"
 
@@ -25,6 +26,7 @@ sc::ReplayStop parse_stop(const ReplayArgs& args) {
   }
   sc::ReplayStop stop;
   stop.context = args.context;
+  stop.explain = args.explain;
   if (!args.until_event.empty()) {
     uint64_t index = 0;
     const std::string& text = args.until_event;
@@ -62,12 +64,19 @@ CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{1'000'000}))
       ->type_name("K");
+  command->add_option("--explain", args.explain,
+                      "Lease scenarios: explain this connection's owners' accepted writes (default: each connection "
+                      "with more than one acting owner at the stop)")
+      ->type_name("CONNECTION");
   return command;
 }
 
 int replay_command(const ReplayArgs& args) {
   auto [scenario, config] = resolve_run_args(args.run);
   const sc::ReplayStop stop = parse_stop(args);
+  if (!stop.explain.empty() && !sc::is_lease_scenario(scenario->name)) {
+    throw UsageError{fmt::format("--explain: scenario {} has no leases; it works on the lease scenarios", scenario->name)};
+  }
   if (stop.time && *stop.time > *config.duration) {
     throw UsageError{fmt::format("--until-time: {} is after the end of the run ({})", *stop.time, *config.duration)};
   }
@@ -82,6 +91,10 @@ int replay_command(const ReplayArgs& args) {
                                  stop.event ? "--until-event" : "--until-time", result.run_end, result.events,
                                  result.events == 0 ? 0 : result.events - 1)};
   }
+  if (!result.explained) {
+    throw UsageError{fmt::format("--explain: the run has no connection '{}' by event {} (names are c0, c1, ...)",
+                                 stop.explain, result.stop_index)};
+  }
   fmt::print("context: the {} event{} before event {}\n", result.context.size(), result.context.size() == 1 ? "" : "s",
              result.stop_index);
   for (const std::string& line : result.context) fmt::print("{}\n", line);
@@ -90,6 +103,11 @@ int replay_command(const ReplayArgs& args) {
     fmt::print("state after event {} (lease.open/lease.close, as the single-ownership checker sees them):\n",
                result.stop_index);
     for (const std::string& line : result.state) fmt::print("  {}\n", line);
+  }
+  if (!result.why.empty()) {
+    fmt::print("why DynamoDB accepted each owner's lease (its last accepted acquire, and its last accepted renew "
+               "after it):\n");
+    for (const std::string& line : result.why) fmt::print("  {}\n", line);
   }
   return 0;
 }

@@ -16,6 +16,7 @@ struct ReplayArgs {
   std::string until_event; // trace index
   std::string until_time;  // true time, e.g. 5m16s
   size_t context = 20;
+  std::string explain;     // a connection whose owners' writes to explain
 };
 
 CLI::App* add_replay_command(CLI::App& app, ReplayArgs& args);

@@ -25,6 +25,17 @@ uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
   return kEnvelopeBytes;
 }
 
+// The item an UpdateItem or DeleteItem names, as stored before it runs.
+std::optional<dynamo::Item> item_before(const DynamoStore& store, const dynamo::Request& request) {
+  if (const auto* update = std::get_if<dynamo::UpdateItemRequest>(&request)) {
+    return store.peek(update->table_name, update->key);
+  }
+  if (const auto* erase = std::get_if<dynamo::DeleteItemRequest>(&request)) {
+    return store.peek(erase->table_name, erase->key);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Only a write that can change the attribute is noted: an UpdateItem whose
@@ -55,12 +66,15 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   const dynamo::Request& request = envelope.message.as<DynamoRequestPayload>().request;
   const uint64_t replays_before = store_.idempotent_replays();
   if (stream_notes_ != nullptr) stream_notes_->queued.clear();  // queued outside a request: not this one's
+  std::optional<dynamo::Item> before;
+  if (observer_ != nullptr) before = item_before(store_, request);
   dynamo::Result<dynamo::Response> result = store_.apply(request, context.wall());
   // value = the request's message id: checkers join it with the caller's notes.
   // A retried transaction answered from its token applied nothing now: it says
   // so, so that no checker takes it for a write made at this instant.
   std::string_view outcome = result.ok() ? std::string_view{"ok"} : std::string_view{result.error().type};
   if (result.ok() && store_.idempotent_replays() != replays_before) outcome = kIdempotentReplay;
+  if (observer_ != nullptr) (*observer_)(AppliedRequest{request, before, outcome, envelope.id, context.wall()});
   context.note(request_type(request), outcome, static_cast<int64_t>(envelope.id));
   if (!watched_.empty() && outcome == "ok") note_watched(context, request, envelope.id);
   if (stream_notes_ != nullptr) {

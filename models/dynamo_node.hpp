@@ -8,6 +8,7 @@
 // restart of the node (an outage) never loses a table.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,14 +50,34 @@ struct StreamNotes {
   std::vector<std::pair<std::string_view, std::string>> queued;  // label (a static string), detail
 };
 
+// One request as the node applied it, for a tool that explains a run
+// (`leaseproof replay` shows why DynamoDB accepted a write). Never traced:
+// observing changes nothing of the run or its hash.
+struct AppliedRequest {
+  const dynamo::Request& request;
+  // The item the request's key named just before it ran: UpdateItem and
+  // DeleteItem only (nullopt otherwise, and when there was none).
+  const std::optional<dynamo::Item>& before;
+  std::string_view outcome;  // as noted: `ok`, `idempotent_replay` or the error type
+  uint64_t message;          // the request's message id
+  Instant wall;              // DynamoDB's clock at the apply
+};
+using AppliedObserver = std::function<void(const AppliedRequest&)>;
+
 class DynamoNode final : public sim::Process {
  public:
   // `watched`: an attribute whose value after each applied single-item write
   // that can change it the node notes (kItemNote), so that checkers can
   // follow it from the trace alone (the lease epoch); empty: none.
   // TransactWriteItems are not noted.
-  explicit DynamoNode(DynamoStore& store, std::string_view watched = {}, StreamNotes* stream_notes = nullptr)
-      : store_(store), watched_(watched), stream_notes_(stream_notes) {}
+  // `observer`: called after each request is applied, before its note
+  // (nullptr or an empty function: none); kept by the caller.
+  explicit DynamoNode(DynamoStore& store, std::string_view watched = {}, StreamNotes* stream_notes = nullptr,
+                      const AppliedObserver* observer = nullptr)
+      : store_(store),
+        watched_(watched),
+        stream_notes_(stream_notes),
+        observer_(observer != nullptr && *observer ? observer : nullptr) {}
 
   void on_start(sim::NodeContext&) override {}
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
@@ -73,6 +94,7 @@ class DynamoNode final : public sim::Process {
   DynamoStore& store_;
   std::string_view watched_;  // a static string
   StreamNotes* stream_notes_;
+  const AppliedObserver* observer_;
 };
 
 // The answer to one call: the result, or nullptr when the call timed out

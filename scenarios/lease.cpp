@@ -489,10 +489,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   models::SqsState sqs_state;
   sqs_state.create_queue("releases");
   models::StreamNotes stream_notes;  // the sink's records (set up with streaming)
-  const NodeId dynamo = world.add_node("dynamodb", {}, [&store, &stream_notes] {
+  const NodeId dynamo = world.add_node("dynamodb", {}, [&store, &stream_notes, &config] {
     // The lease epoch after each write, in the trace: the ownership checker
     // judges every accepted write by it (DESIGN.md section 4).
-    return std::make_unique<models::DynamoNode>(store, "lease_epoch", &stream_notes);
+    return std::make_unique<models::DynamoNode>(store, "lease_epoch", &stream_notes, &config.observe_dynamo);
   });
   const NodeId sqs = world.add_node("sqs", {}, [&sqs_state] { return std::make_unique<models::SqsNode>(sqs_state); });
   models::HubShared* hub_shared = nullptr;

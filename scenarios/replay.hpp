@@ -20,6 +20,9 @@ struct ReplayStop {
   std::optional<uint64_t> event;  // the event with this index (`i` in the trace)
   std::optional<Duration> time;   // else the last event at or before this true time
   size_t context = 20;            // events shown before the stop
+  // Lease scenarios: the connection whose owners' accepted writes `why`
+  // explains; empty: each connection with more than one acting owner.
+  std::string explain;
 };
 
 struct ReplayResult {
@@ -33,6 +36,13 @@ struct ReplayResult {
   // Lease scenarios: the state after the stop event, one line each (owners
   // per worker, connections with several owners or none, workers' states).
   std::vector<std::string> state;
+  // Lease scenarios: why DynamoDB accepted the writes behind each acting
+  // owner of the connections `explain` selects: the owner's last accepted
+  // acquire and its last accepted renew after it, each with its condition,
+  // its values, the item as stored just before, and every wall clock then.
+  std::vector<std::string> why;
+  // False when `explain` names a connection the run had not seen by the stop.
+  bool explained = true;
 };
 
 // `config` must be valid for `scenario`. The run is the one `run` makes; it

@@ -21,6 +21,9 @@ namespace leaseproof::sim {
 class Trace;
 class World;
 }
+namespace leaseproof::models {
+struct AppliedRequest;
+}
 
 namespace leaseproof::scenarios {
 
@@ -39,6 +42,10 @@ struct RunConfig {
   // Called after the world is built and before it runs; tests use it to
   // perturb a run (for instance to prove the determinism check catches it).
   std::function<void(sim::World&)> before_run;
+  // Lease scenarios: called with every request the simulated DynamoDB
+  // applies, the item it named before, and the outcome (`replay` explains
+  // accepted writes with it). Changes nothing of the run or its hash.
+  std::function<void(const models::AppliedRequest&)> observe_dynamo;
   // Lease scenarios: run the checkers and the trace hash on a thread of
   // their own (sim::Trace::start_background), unless JSON lines, digests or
   // kept lines are asked for. The result is the same either way; `run`

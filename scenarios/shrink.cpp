@@ -255,13 +255,42 @@ std::vector<Candidate> fewer_workers(const Options& o) {
   return out;
 }
 
-std::vector<Candidate> fewer_connections(const Options& o) {
+// Fewer connections. A failure that needs some connection's timing to meet
+// a fault (a fast clock's acquire landing just before an owner's renew) is
+// rarer with fewer connections: a run shortened earlier may have no room
+// left for it, so each count is also tried with the starting run's length
+// (`start`; the shorter run is tried again afterwards). And a fast worker 0
+// takes every lease at the start when there are few: the other worker,
+// whose lease the fast clock would take, then owns none. So each count is
+// also tried with that clock on another worker (a clock step at 0s, which
+// shrinks like any step). Connections only ever decrease, so the search
+// still ends.
+std::vector<Candidate> fewer_connections(const Options& o, const Options& start) {
   std::vector<Candidate> out;
   for (const uint32_t connections : smaller_counts(o.connections, 1)) {
     Options kept = o;
     kept.connections = connections;
     std::erase_if(kept.stops, [connections](const ConnectionStop& s) { return s.connection >= connections; });
-    out.push_back({fmt::format("{} (was {})", counted(connections, "connection"), o.connections), kept});
+    const std::string fewer = fmt::format("{} (was {})", counted(connections, "connection"), o.connections);
+    std::vector<Candidate> variants{{fewer, kept}};
+    if (!o.fast_worker_offset.is_zero()) {
+      for (uint32_t worker = 1; worker < o.workers; ++worker) {
+        Options moved = kept;
+        moved.fast_worker_offset = Duration::zero();
+        moved.clock_steps.push_back({worker, Duration::zero(), o.fast_worker_offset});
+        variants.push_back({fmt::format("{}, worker 0's fast clock on worker {} instead (a clock step of {} at 0s)",
+                                        fewer, worker, o.fast_worker_offset),
+                            moved});
+      }
+    }
+    for (Candidate& variant : variants) {
+      out.push_back(variant);
+      if (o.duration < start.duration) {
+        variant.options.duration = start.duration;
+        variant.change += fmt::format(", in a run of {} (was {})", start.duration, o.duration);
+        out.push_back(std::move(variant));
+      }
+    }
     // Stops renumbered to the first connections, in their order.
     Options moved = kept;
     moved.stops = o.stops;
@@ -381,7 +410,7 @@ std::vector<Candidate> shorter_faults(const Options& o) {
 }
 
 struct Generator {
-  std::vector<Candidate> (*generate)(const Options&);
+  std::vector<Candidate> (*generate)(const Options& current, const Options& start);
   // After taking candidate k, the next list starts at k: its candidates are
   // per fault, and the ones before k were just refused (the next round tries
   // them again). Otherwise the next list starts from its first candidate.
@@ -390,9 +419,14 @@ struct Generator {
 // Fewer faults first (what a person must understand; a short run would
 // leave them little room), then fewer workers, a shorter run (cheaper runs
 // for what follows), fewer connections, shorter faults.
-constexpr Generator kGenerators[] = {{switch_offs, false},       {whole_lists, false}, {single_faults, true},
-                                     {fewer_workers, false},     {shorter_run, false},
-                                     {fewer_connections, false}, {shorter_faults, true}};
+template <std::vector<Candidate> (*generate)(const Options&)>
+std::vector<Candidate> from_current(const Options& current, const Options&) {
+  return generate(current);
+}
+constexpr Generator kGenerators[] = {{from_current<switch_offs>, false},   {from_current<whole_lists>, false},
+                                     {from_current<single_faults>, true}, {from_current<fewer_workers>, false},
+                                     {from_current<shorter_run>, false},  {fewer_connections, false},
+                                     {from_current<shorter_faults>, true}};
 
 // ---- the search ------------------------------------------------------------------
 
@@ -408,7 +442,7 @@ class Shrinker {
       for (const Generator& generator : kGenerators) {
         size_t from = 0;
         while (!result_.budget_exhausted) {
-          std::vector<Candidate> candidates = generator.generate(result_.last_options);
+          std::vector<Candidate> candidates = generator.generate(result_.last_options, result_.first_options);
           std::erase_if(candidates, [](const Candidate& c) { return !c.options.validate().empty(); });
           const std::optional<size_t> taken = first_failing(candidates, from);
           if (!taken) break;

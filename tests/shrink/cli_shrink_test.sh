@@ -78,6 +78,11 @@ case $case_name in
     at=$(grep '^{' "$dir/out" | tail -1 | sed 's/.*"t_ns":\([0-9]*\).*/\1/')
     next=$(sed -n "$((stop + 2))p" "$dir/trace.jsonl" | sed 's/.*"t_ns":\([0-9]*\).*/\1/')
     ((at <= 90000000000 && next > 90000000000)) || fail "times: stop at $at, next at $next"
+    # One connection's owner, asked for: why DynamoDB accepted its lease.
+    "$bin" replay "${args[@]}" --until-time 1m30s --context 0 --explain c3 >"$dir/out" || fail "replay --explain exited $?"
+    grep -q '^why DynamoDB accepted' "$dir/out" || fail "no why section: $(cat "$dir/out")"
+    grep -q '^  c3 acquire by worker-[0-9]#[0-9]* (message [0-9]*)' "$dir/out" || fail "no acquire of c3: $(cat "$dir/out")"
+    grep -q '^      condition: ' "$dir/out" || fail "no condition line"
     ;;
   replay_bad)
     args=(--seed 1 --scenario lease-crash --duration 1m --params '{"workers":2,"connections":5}')
@@ -87,6 +92,8 @@ case $case_name in
     expect_usage "--until-event: 'x5' is not an event index" replay "${args[@]}" --until-event x5
     expect_usage "--until-time: 2m0s is after the end of the run (1m0s)" replay "${args[@]}" --until-time 2m
     expect_usage "--until-time: 'soon' is not a time" replay "${args[@]}" --until-time soon
+    expect_usage "--explain: the run has no connection 'c77' by event 40" replay "${args[@]}" --until-event 40 --explain c77
+    expect_usage "--explain: scenario kernel has no leases" replay --seed 1 --scenario kernel --until-event 5 --explain c1
     ;;
   *) fail "unknown case $case_name" ;;
 esac

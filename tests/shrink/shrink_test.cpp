@@ -188,7 +188,15 @@ TEST(Shrink, FastClockOfTheArticlesAlgorithmShrinksToOneFault) {
       shrink(*find_scenario("lease-crash"), config_of(3, 10_min, parameters), settings_with_jobs(2));
   expect_small_reproducing(result, "lease-crash");
   EXPECT_EQ(faults_of(result.last_options).size(), 1u);
-  EXPECT_EQ(result.last_options.fast_worker_offset, Duration::from_s(16));
+  // The fast worker 0 takes every lease at the start when there are few,
+  // so the failure needs the fast clock on the other worker: the shrinker
+  // moves it there (a clock step at 0s) and gets to one connection (it
+  // stopped at 42 when it only dropped connections).
+  EXPECT_EQ(result.last_options.connections, 1u);
+  EXPECT_EQ(result.last_options.fast_worker_offset, Duration::zero());
+  ASSERT_EQ(result.last_options.clock_steps.size(), 1u);
+  EXPECT_EQ(result.last_options.clock_steps[0].worker, 1u);
+  EXPECT_EQ(result.last_options.clock_steps[0].at, Duration::zero());
 }
 
 TEST(Shrink, APassingRunIsNotShrunk) {
@@ -297,6 +305,64 @@ TEST(Replay, ShowsBothOwnersAtASingleOwnershipViolation) {
   bool overlap = false;
   for (const std::string& line : replayed.state) overlap |= line == "connections with more than one acting owner: 1";
   EXPECT_TRUE(overlap) << failing.violations.front();
+  // Why: each owner's last accepted acquire, and the paused owner's renew
+  // from before its pause, whose expiry (by true time) the other's acquire
+  // came after.
+  std::string why;
+  for (const std::string& line : replayed.why) why += line + "\n";
+  EXPECT_NE(why.find("c0 acquire by worker-0#1"), std::string::npos) << why;
+  EXPECT_NE(why.find("c0 acquire by worker-1#1"), std::string::npos) << why;
+  EXPECT_NE(why.find("c0 renew by worker-0#1"), std::string::npos) << why;
+  EXPECT_NE(why.find("condition: attribute_not_exists(lease_owner) OR lease_expires_at_ms < :now"), std::string::npos)
+      << why;
+  // worker-1's acquire replaced worker-0's expired renew: the other worker
+  // acted correctly, the paused one kept acting past its lease.
+  EXPECT_NE(why.find("lease_owner = worker-0#1"), std::string::npos) << why;
+  EXPECT_NE(why.find("at the apply the stored lease had expired"), std::string::npos) << why;
+  EXPECT_NE(why.find("wall clocks then: dynamodb on time, worker-0 on time (paused), worker-1 on time"),
+            std::string::npos)
+      << why;
+}
+
+// The articles' fast-clock failure, as shrink reduces it: the replay shows
+// that the fast worker's acquire passed the condition with its own "now",
+// 16 s ahead, while the owner's renewed expiry was still ahead in true time.
+TEST(Replay, ExplainsAnAcquireThatAFastClockGotAccepted) {
+  const json parameters = {{"workers", 2}, {"connections", 42}, {"algorithm", "seed"}, {"crash_every", "0s"},
+                           {"fast_worker_offset", "16s"}};
+  const RunResult failing = run("lease-crash", 3, parameters, Duration::from_s(75));
+  const std::string violation = first_violation_of(failing, "single ownership");
+  ASSERT_NE(violation, "");
+  const size_t from = violation.find("from @") + 6;
+  const std::optional<Duration> begins = parse_duration(violation.substr(from, violation.find(' ', from) - from));
+  ASSERT_TRUE(begins.has_value()) << violation;
+  ReplayStop stop;
+  stop.time = *begins;
+  const ReplayResult replayed = replay(*find_scenario("lease-crash"), config_of(3, Duration::from_s(75), parameters), stop);
+  ASSERT_TRUE(replayed.reached);
+  std::string why;
+  for (const std::string& line : replayed.why) why += line + "\n";
+  EXPECT_NE(why.find("with the sender's wall clock 16s ahead"), std::string::npos) << why;
+  EXPECT_NE(why.find("wall clocks then: dynamodb on time, worker-0 16s ahead, worker-1 on time"), std::string::npos)
+      << why;
+  // The acquire that made the second owner passed its condition on a lease
+  // another worker held and had renewed: still valid in true time.
+  EXPECT_NE(why.find("lease_owner = worker-1#1"), std::string::npos) << why;
+  EXPECT_NE(why.find("at the apply the stored lease still had"), std::string::npos) << why;
+  EXPECT_NE(why.find(", :now @"), std::string::npos) << why;
+
+  // Asked about one connection at a stop without an overlap: its owner's
+  // writes; about one that does not exist: says it was not found.
+  stop.time = Duration::from_s(20);
+  stop.explain = "c1";
+  const ReplayResult one = replay(*find_scenario("lease-crash"), config_of(3, Duration::from_s(75), parameters), stop);
+  ASSERT_FALSE(one.why.empty());
+  EXPECT_TRUE(one.why.front().starts_with("c1 acquire by worker-")) << one.why.front();
+  stop.explain = "c999";
+  const ReplayResult none = replay(*find_scenario("lease-crash"), config_of(3, Duration::from_s(75), parameters), stop);
+  EXPECT_TRUE(none.why.empty());
+  EXPECT_FALSE(none.explained);
+  EXPECT_TRUE(one.explained);
 }
 
 }  // namespace
