@@ -371,6 +371,11 @@ class RecoveryChecker {
   // cause when there is one, by the constructor's (the sweep's path) else.
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { watcher_bounds_ = std::move(bounds); }
   const RecoveryBound* bound_for(const OwnerlessGap& gap) const;
+  // Whether the watcher's bound judges it (its cause has one, and a watcher
+  // was armed throughout).
+  bool judged_by_watcher(const OwnerlessGap& gap) const {
+    return gap.path == OwnerlessGap::Path::watcher && watcher_bounds_.contains(gap.cause);
+  }
   // "watcher's" or "sweep's": whose bound judges it; empty when its cause
   // has one bound only.
   std::string_view path_name(const OwnerlessGap& gap) const;

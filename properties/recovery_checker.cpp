@@ -42,10 +42,6 @@ std::string_view RecoveryChecker::path_name(const OwnerlessGap& gap) const {
   return gap.path == OwnerlessGap::Path::watcher ? "watcher's" : "sweep's";
 }
 
-namespace {
-
-}  // namespace
-
 RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
     : names_(names),
       bounds_(std::move(bounds)),
@@ -397,7 +393,7 @@ std::map<GapCause, CauseStatistics> RecoveryChecker::statistics() const {
     all[gap.cause].push_back(length);
     if (gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond) {
       judged[gap.cause].push_back(length);
-      if (path_name(gap) == "watcher's") ++figures.judged_by_watcher;
+      if (judged_by_watcher(gap)) ++figures.judged_by_watcher;
     }
   }
   for (auto& [cause, figures] : out) {

@@ -178,7 +178,8 @@ std::vector<std::string> csv_header(const SweepData& data, const SweepSummary& s
   for (const std::string& kind : summary.kinds) header.push_back("failing_seeds:" + kind);
   for (const std::string& cause : recovery_causes()) {
     for (const char* figure :
-         {"gaps", "p50_s", "p99_s", "max_s", "bound_s", "beyond_bound", "excused", "excused_max_s", "p99_with_excused_s"}) {
+         {"gaps", "p50_s", "p99_s", "max_s", "bound_s", "watcher_gaps", "watcher_bound_s", "beyond_bound", "excused",
+          "excused_max_s", "p99_with_excused_s"}) {
       header.push_back(fmt::format("{}_{}", cause, figure));
     }
   }
@@ -210,11 +211,13 @@ std::vector<std::string> csv_cell(const SweepData& data, const SweepSummary& sum
     const std::string excused_max = g.excused > 0 ? fixed(g.excused_max_ms / 1000, 3) : "";
     const std::string with_excused = g.all_gaps() > 0 ? fixed(g.with_excused_p99_ms / 1000, 3) : "";
     if (g.gaps == 0) {
-      row.insert(row.end(), {"0", "", "", "", "", "0", std::to_string(g.excused), excused_max, with_excused});
+      row.insert(row.end(), {"0", "", "", "", "", "0", "", "0", std::to_string(g.excused), excused_max, with_excused});
       continue;
     }
     row.insert(row.end(), {std::to_string(g.gaps), fixed(g.p50_ms / 1000, 3), fixed(g.p99_ms / 1000, 3),
                            fixed(g.max_ms / 1000, 3), g.bound_ms ? fixed(*g.bound_ms / 1000, 3) : "",
+                           std::to_string(g.watcher_gaps),
+                           g.watcher_bound_ms ? fixed(*g.watcher_bound_ms / 1000, 3) : "",
                            std::to_string(g.beyond_bound), std::to_string(g.excused), excused_max, with_excused});
   }
   for (const std::string& name : summary.capacity_names) {
