@@ -195,9 +195,10 @@ ReconnectStormChecker::ReconnectStormChecker(const resume::ClientConfig& client,
           min_wave) {}
 
 void ReconnectStormChecker::close_instant() {
-  for (const auto& [code, clients] : closes_now_) {
+  for (auto& [code, closed] : closes_now_) {
+    const uint64_t clients = closed.size();
     if (clients < min_wave_) continue;
-    Wave wave{closes_at_, code, clients, window_(code), 0, 0, 0};
+    Wave wave{closes_at_, code, clients, window_(code), 0, 0, 0, std::move(closed)};
     const double per_second =
         wave.window <= Duration::from_s(1)
             ? static_cast<double>(clients)
@@ -216,9 +217,11 @@ void ReconnectStormChecker::observe(const sim::TraceEvent& event) {
     // "<channel> <code> <reason>"
     const text::Words words = text::split_words(event.detail);
     const std::optional<uint64_t> code = words.size() >= 2 ? text::parse_u64(words[1]) : std::nullopt;
-    if (code && *code <= UINT16_MAX) ++closes_now_[static_cast<uint16_t>(*code)];
+    if (code && *code <= UINT16_MAX) closes_now_[static_cast<uint16_t>(*code)].emplace(words[0]);
   } else if (event.label == "upstream.open") {
-    opens_.push_back(event.true_time);
+    // "<connection> <worker id>"
+    const text::Words words = text::split_words(event.detail);
+    if (!words.empty()) opens_.emplace_back(event.true_time, std::string{words[0]});
   }
 }
 
@@ -227,14 +230,22 @@ void ReconnectStormChecker::finish() {
   finished_ = true;
   close_instant();
   for (Wave& wave : waves_) {
+    // The first reconnect of each connection the wave closed, in time order
+    // (opens_ is), up to a second after the wave's window.
     const Instant end = wave.at + wave.window + Duration::from_s(1);
-    size_t begin = static_cast<size_t>(std::lower_bound(opens_.begin(), opens_.end(), wave.at) - opens_.begin());
-    const size_t first = begin;
-    for (size_t i = first; i < opens_.size() && opens_[i] <= end; ++i) {
-      while (opens_[i] - opens_[begin] >= Duration::from_s(1)) ++begin;
-      wave.peak = std::max<uint64_t>(wave.peak, i - begin + 1);
-      wave.reconnects = i - first + 1;
+    const auto from = std::lower_bound(opens_.begin(), opens_.end(), wave.at,
+                                       [](const auto& open, Instant at) { return open.first < at; });
+    std::set<std::string_view> back;
+    std::vector<Instant> reconnects;
+    for (auto it = from; it != opens_.end() && it->first <= end; ++it) {
+      if (wave.closed.contains(it->second) && back.insert(it->second).second) reconnects.push_back(it->first);
     }
+    size_t begin = 0;
+    for (size_t i = 0; i < reconnects.size(); ++i) {
+      while (reconnects[i] - reconnects[begin] >= Duration::from_s(1)) ++begin;
+      wave.peak = std::max<uint64_t>(wave.peak, i - begin + 1);
+    }
+    wave.reconnects = reconnects.size();
     if (wave.peak > wave.bound) {
       violations_.push_back(fmt::format(
           "reconnect storm: after {} subscribers were closed with {} at {}, {} reconnected within one second; full "

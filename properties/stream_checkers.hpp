@@ -136,6 +136,10 @@ class ReconnectStormChecker {
     uint64_t bound = 0;  // reconnects per second
     uint64_t peak = 0;
     uint64_t reconnects = 0;
+    // The connections closed: only their first reconnect after the wave
+    // counts (others open sessions at the same time for reasons of their
+    // own: takeovers, earlier closes).
+    std::set<std::string, std::less<>> closed;
   };
   const std::vector<Wave>& waves() const { return waves_; }
   const std::vector<std::string>& violations() const { return violations_; }
@@ -147,9 +151,9 @@ class ReconnectStormChecker {
   Window window_;
   uint64_t min_wave_;
   Instant closes_at_;
-  std::map<uint16_t, uint64_t> closes_now_;  // by code, at closes_at_
+  std::map<uint16_t, std::set<std::string, std::less<>>> closes_now_;  // connections by code, at closes_at_
   std::vector<Wave> waves_;
-  std::vector<Instant> opens_;
+  std::vector<std::pair<Instant, std::string>> opens_;  // upstream.open: when, which connection
   std::vector<std::string> violations_;
   bool finished_ = false;
 };
