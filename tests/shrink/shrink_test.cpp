@@ -287,29 +287,37 @@ TEST(Replay, AnEventBeyondTheEndIsNotReached) {
 
 // Replaying at the overlap shows both owners. The parameters are what shrink
 // printed for `--seed 3 --algorithm seed` (the test above).
+// Replays a failing run of seed 3 to where the checker says its first
+// overlap begins ("... from @1m11.69s to ..."); `why` gets the replay's
+// explanation as one text.
+ReplayResult replay_at_first_overlap(std::string_view scenario, const json& parameters, Duration duration,
+                                     std::string& why) {
+  const RunResult failing = run(scenario, 3, parameters, duration);
+  const std::string violation = first_violation_of(failing, "single ownership");
+  EXPECT_NE(violation, "");
+  const size_t from = violation.find("from @") + 6;
+  const std::optional<Duration> begins = parse_duration(violation.substr(from, violation.find(' ', from) - from));
+  EXPECT_TRUE(begins.has_value()) << violation;
+  ReplayStop stop;
+  stop.time = begins.value_or(Duration::zero());
+  ReplayResult replayed = replay(*find_scenario(scenario), config_of(3, duration, parameters), stop);
+  EXPECT_TRUE(replayed.reached);
+  for (const std::string& line : replayed.why) why += line + "\n";
+  return replayed;
+}
+
 TEST(Replay, ShowsBothOwnersAtASingleOwnershipViolation) {
   const json parameters = {{"workers", 2}, {"connections", 1}, {"algorithm", "seed"}, {"crash_every", "0s"},
                            {"pauses", {{{"worker", 0}, {"at", "30.836320532s"}, {"length", "40.863140286s"}}}},
                            {"stops", json::array()}, {"stream", {{"enabled", false}}}};
-  const RunResult failing = run("lease-swarm", 3, parameters, Duration::from_s(90));
-  ASSERT_NE(first_violation_of(failing, "single ownership"), "");
-  // Stop where the checker says the overlap begins ("... from @1m11.69s to ...").
-  const std::string violation = first_violation_of(failing, "single ownership");
-  const size_t from = violation.find("from @") + 6;
-  const std::optional<Duration> begins = parse_duration(violation.substr(from, violation.find(' ', from) - from));
-  ASSERT_TRUE(begins.has_value()) << violation;
-  ReplayStop stop;
-  stop.time = *begins;
-  const ReplayResult replayed = replay(*find_scenario("lease-swarm"), config_of(3, Duration::from_s(90), parameters), stop);
-  ASSERT_TRUE(replayed.reached);
+  std::string why;
+  const ReplayResult replayed = replay_at_first_overlap("lease-swarm", parameters, Duration::from_s(90), why);
   bool overlap = false;
   for (const std::string& line : replayed.state) overlap |= line == "connections with more than one acting owner: 1";
-  EXPECT_TRUE(overlap) << failing.violations.front();
+  EXPECT_TRUE(overlap);
   // Why: each owner's last accepted acquire, and the paused owner's renew
   // from before its pause, whose expiry (by true time) the other's acquire
   // came after.
-  std::string why;
-  for (const std::string& line : replayed.why) why += line + "\n";
   EXPECT_NE(why.find("c0 acquire by worker-0#1"), std::string::npos) << why;
   EXPECT_NE(why.find("c0 acquire by worker-1#1"), std::string::npos) << why;
   EXPECT_NE(why.find("c0 renew by worker-0#1"), std::string::npos) << why;
@@ -330,18 +338,8 @@ TEST(Replay, ShowsBothOwnersAtASingleOwnershipViolation) {
 TEST(Replay, ExplainsAnAcquireThatAFastClockGotAccepted) {
   const json parameters = {{"workers", 2}, {"connections", 42}, {"algorithm", "seed"}, {"crash_every", "0s"},
                            {"fast_worker_offset", "16s"}};
-  const RunResult failing = run("lease-crash", 3, parameters, Duration::from_s(75));
-  const std::string violation = first_violation_of(failing, "single ownership");
-  ASSERT_NE(violation, "");
-  const size_t from = violation.find("from @") + 6;
-  const std::optional<Duration> begins = parse_duration(violation.substr(from, violation.find(' ', from) - from));
-  ASSERT_TRUE(begins.has_value()) << violation;
-  ReplayStop stop;
-  stop.time = *begins;
-  const ReplayResult replayed = replay(*find_scenario("lease-crash"), config_of(3, Duration::from_s(75), parameters), stop);
-  ASSERT_TRUE(replayed.reached);
   std::string why;
-  for (const std::string& line : replayed.why) why += line + "\n";
+  (void)replay_at_first_overlap("lease-crash", parameters, Duration::from_s(75), why);
   EXPECT_NE(why.find("with the sender's wall clock 16s ahead"), std::string::npos) << why;
   EXPECT_NE(why.find("wall clocks then: dynamodb on time, worker-0 16s ahead, worker-1 on time"), std::string::npos)
       << why;
@@ -353,6 +351,7 @@ TEST(Replay, ExplainsAnAcquireThatAFastClockGotAccepted) {
 
   // Asked about one connection at a stop without an overlap: its owner's
   // writes; about one that does not exist: says it was not found.
+  ReplayStop stop;
   stop.time = Duration::from_s(20);
   stop.explain = "c1";
   const ReplayResult one = replay(*find_scenario("lease-crash"), config_of(3, Duration::from_s(75), parameters), stop);
