@@ -427,6 +427,8 @@ class RecoveryChecker {
   void on_control(const sim::TraceEvent& event);
   void on_watch(const sim::TraceEvent& event);
   void disarm(ConnectionView& view, NodeId node, Instant at);
+  // Ends every watch of `node` (it crashed or exited).
+  void disarm_all(NodeId node, Instant at);
   void on_fault_event(const sim::TraceEvent& event);
   void open_window(WindowKey key, Instant at);
   void close_window(WindowKey key, Instant at, std::string label);

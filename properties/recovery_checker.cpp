@@ -213,11 +213,13 @@ void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
     case EventKind::pause:
       open_window(node_key, at);
       break;
+    case EventKind::exit:
+      // A process that exits watches nothing more (a drained worker).
+      disarm_all(event.node, at);
+      break;
     case EventKind::crash:
       // What it watched is gone with its memory.
-      for (auto& [connection, view] : connections_) {
-        if (view.armed.contains(event.node)) disarm(view, event.node, at);
-      }
+      disarm_all(event.node, at);
       // A node killed while paused never resumes: its crash window takes over.
       close_window({EventKind::pause, event.node, kNoNode}, at, fmt::format("pause of {}", name(event.node)));
       open_window(node_key, at);
@@ -249,6 +251,12 @@ void RecoveryChecker::on_fault_event(const sim::TraceEvent& event) {
       break;
     default:
       break;
+  }
+}
+
+void RecoveryChecker::disarm_all(NodeId node, Instant at) {
+  for (auto& [connection, view] : connections_) {
+    if (view.armed.contains(node)) disarm(view, node, at);
   }
 }
 

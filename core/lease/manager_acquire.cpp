@@ -207,7 +207,9 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
     watch.watcher = watches(lease);
     watch.watcher_workers = known_workers_version_;
   }
-  const bool watcher = !from_sweep || watch.watcher;
+  // A draining worker takes nothing over: it watches nothing (a read it
+  // had asked before the drain can still arrive).
+  const bool watcher = !draining_ && (!from_sweep || watch.watcher);
   arm(lease.connection, watch, watcher, out);
   watch.counter = lease.counter;
   watch.expires_ms = lease.expires_at_ms;

@@ -411,6 +411,8 @@ class LeaseWorld {
         // Said on changes only: never armed twice, never disarmed unarmed.
         EXPECT_EQ(w.armed.contains(watch->connection), !watch->armed) << w.name << " " << watch->connection;
         if (watch->armed) {
+          // A draining worker takes nothing over, so it watches nothing.
+          EXPECT_FALSE(w.manager->draining()) << w.name << " arms a watch of " << watch->connection << " while draining";
           w.armed.insert(watch->connection);
         } else {
           w.armed.erase(watch->connection);

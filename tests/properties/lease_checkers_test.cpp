@@ -484,6 +484,27 @@ TEST(RecoveryChecker, AGapAnotherWorkerWatchedIsJudgedByTheWatchersBound) {
                                        HasSubstr("watcher's bound lease 10s + margin 2s = 12s")));
 }
 
+// A worker that exits (drained by a deploy) watches nothing more, like one
+// that crashes: w2 watched c1 and exited before w1 crashed, so c1's gap is
+// the sweep's (within its 28.5 s), not a 16 s breach of the watcher's 12 s.
+// (Swarm seed 301700 in counter mode: a drained worker's watch outlived it.)
+TEST(RecoveryChecker, AWatcherThatExitedWatchesNothing) {
+  TraceBuilder trace = workers_started();
+  trace.at(0_s).started("c1");
+  trace.at(1_s).open(kW1, "c1", 1);
+  trace.at(2_s).note(kW2, "lease.watch", "c1");
+  trace.at(5_s).exit(kW2);
+  trace.at(10_s).crash(kW1);
+  trace.at(26_s).open(kW3, "c1", 2);
+  RecoveryChecker checker(namer(), bounds());
+  checker.set_watcher_bounds({{GapCause::crash, RecoveryBound{{{"lease", 10_s}, {"margin", 2_s}}}}});
+  trace.feed(checker);
+  checker.finish(Instant::zero() + 40_s);
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  ASSERT_EQ(checker.statistics().at(GapCause::crash).judged.count, 1u);
+  EXPECT_EQ(checker.statistics().at(GapCause::crash).judged_by_watcher, 0u);
+}
+
 // A STOPPED connection must be let go of within the stop bound: w1 closes
 // 15 s after the stop in one run (within 20 s), never in the other (still
 // acting at the next event after the bound, and at the end).
