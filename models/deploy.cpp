@@ -47,11 +47,14 @@ std::string RollingDeploy::start() {
   // ECS rounds the floor up and the ceiling down.
   const auto floor = static_cast<uint32_t>((count * options_.minimum_healthy_percent + 99) / 100);
   const auto ceiling = static_cast<uint32_t>(count * options_.maximum_percent / 100);
-  if (count > 0 && floor >= count && ceiling <= count) {
+  if (!options_.in_place && count > 0 && floor >= count && ceiling <= count) {
     return fmt::format("deploy of {} tasks cannot progress: minimum healthy {} and maximum {} tasks", count, floor,
                        ceiling);
   }
   old_tasks_ = running;
+  if (options_.in_place) std::reverse(old_tasks_.begin(), old_tasks_.end());  // the highest ordinal first
+  next_old_ = 0;
+  replacing_ = kNoNode;
   started_tasks_.clear();
   new_tasks_.clear();
   task_count_ = static_cast<uint32_t>(count);
@@ -70,6 +73,10 @@ void RollingDeploy::schedule_check() {
 
 void RollingDeploy::check() {
   LP_ASSERT(status_ == DeployStatus::running);
+  if (options_.in_place) {
+    check_in_place();
+    return;
+  }
   const std::vector<NodeId> running = fleet_.running_workers();
   if (!update_health(running)) {
     finish(DeployStatus::failed, "deploy.failed");
@@ -143,6 +150,43 @@ void RollingDeploy::start_new_tasks(Census& now) {
     note_world_event(world_, "deploy.start_task", fmt::format("new task {} of {}", started_tasks_.size(), task_count_),
                      worker.value);
   }
+}
+
+void RollingDeploy::check_in_place() {
+  if (replacing_.valid()) {
+    auto found = new_tasks_.find(replacing_);
+    if (found == new_tasks_.end()) {
+      if (!fleet_.is_down(replacing_)) {
+        schedule_check();  // still draining (SIGKILL after stop_timeout)
+        return;
+      }
+      fleet_.restart_worker(replacing_);
+      found = new_tasks_.emplace(replacing_, NewTask{world_.now(), false}).first;
+      started_tasks_.push_back(replacing_);
+      note_world_event(world_, "deploy.start_task",
+                       fmt::format("task {} of {} started again in place", started_tasks_.size(), task_count_),
+                       replacing_.value);
+    }
+    if (!update_health({replacing_})) {
+      finish(DeployStatus::failed, "deploy.failed");
+      return;
+    }
+    if (!found->second.healthy) {
+      schedule_check();
+      return;
+    }
+    replacing_ = kNoNode;
+  }
+  if (next_old_ == old_tasks_.size()) {
+    finish(DeployStatus::done, "deploy.done");
+    return;
+  }
+  replacing_ = old_tasks_[next_old_++];
+  note_world_event(world_, "deploy.stop_task",
+                   fmt::format("task stopped to be replaced in place, stop_timeout={}", options_.stop_timeout),
+                   replacing_.value);
+  fleet_.stop_worker(replacing_, options_.stop_timeout);
+  schedule_check();
 }
 
 void RollingDeploy::finish(DeployStatus status, std::string_view label) {

@@ -20,6 +20,12 @@
 // new tasks are healthy. Trace notes (no node): `deploy.start_task`,
 // `deploy.stop_task` (value = the worker's node id), `deploy.done`,
 // `deploy.failed`.
+//
+// With `in_place` it is a StatefulSet's rolling update instead: one task at a
+// time, the last started first, is stopped, and once its process is down it
+// is started again on its own node (FleetControl::restart_worker: same name,
+// next incarnation); the next one is stopped when that one is healthy. The
+// percentages are not used: a task's old and new process never run together.
 
 #include <cstdint>
 #include <functional>
@@ -40,6 +46,8 @@ struct DeployOptions {
   Duration health_check_grace = Duration::from_s(10);  // a new task is not healthy before this
   Duration check_interval = Duration::from_s(1);
   Duration task_healthy_timeout = Duration::from_min(10);
+  // A StatefulSet's rollout (see above) instead of ECS's.
+  bool in_place = false;
   // Optional: is this new task healthy now? Polled after the grace period.
   std::function<bool(NodeId worker)> is_healthy;
 
@@ -81,6 +89,9 @@ class RollingDeploy {
 
   void schedule_check();
   void check();
+  // One step of an in-place rollout: stop the next task, restart the stopped
+  // one once it is down, go on once the restarted one is healthy.
+  void check_in_place();
   // Marks new tasks healthy; returns false when one timed out (deploy failed).
   bool update_health(const std::vector<NodeId>& running);
   Census census(const std::vector<NodeId>& running) const;
@@ -98,6 +109,10 @@ class RollingDeploy {
   std::vector<NodeId> old_tasks_;
   std::vector<NodeId> started_tasks_;
   std::map<NodeId, NewTask> new_tasks_;  // the same tasks, by id
+  // In place: old_tasks_[next_old_] is the next to stop; `replacing_` the one
+  // being replaced (invalid: none), restarted once it was down.
+  size_t next_old_ = 0;
+  NodeId replacing_ = kNoNode;
 };
 
 }  // namespace leaseproof::models

@@ -26,6 +26,11 @@ class FleetControl {
   virtual NodeId start_worker() = 0;
   // SIGTERM now, SIGKILL after `stop_timeout` if it has not exited.
   virtual void stop_worker(NodeId worker, Duration stop_timeout) = 0;
+  // A StatefulSet's replacement: the stopped `worker` started again on its own
+  // node (its next incarnation, with the same name); it is listed again.
+  virtual void restart_worker(NodeId worker) = 0;
+  // Whether `worker`'s process is down (it exited, or died).
+  virtual bool is_down(NodeId worker) const = 0;
 };
 
 // A note in the trace from a world-level actor (no node): the event has no

@@ -123,7 +123,7 @@ void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, 
       stream.sent = 0;
       stream_by_socket_[stream.socket] = &stream;
       context.send(via, sim::Message{ws::kOpen, kControlBytes,
-                                     std::make_shared<ws::Open>(stream.socket, connect->subscribe, worker_id_)});
+                                     std::make_shared<ws::Open>(stream.socket, connect->subscribe, process_id_)});
     } else if (auto* pong = std::get_if<resume::SendPong>(&action)) {
       if (stream.socket == 0) continue;
       context.send(via, sim::Message{ws::kPong, kControlBytes,

@@ -26,8 +26,10 @@ bool WorkerProcess::Faults::fire(const char* site) {
 
 void WorkerProcess::on_start(sim::NodeContext& context) {
   context_ = &context;
-  // A restarted task is a new worker: it must not inherit the old one's leases.
-  worker_id_ = fmt::format("{}#{}", context.name(), context.incarnation().value);
+  // A restarted task is a new process; it is a new worker too unless worker
+  // ids are stable (then its predecessor's leases name it).
+  process_id_ = fmt::format("{}#{}", context.name(), context.incarnation().value);
+  worker_id_ = environment_.stable_worker_ids ? std::string(context.name()) : process_id_;
   random_ = std::make_unique<NodeRandom>(context);
   faults_ = std::make_unique<Faults>(context, environment_);
   manager_.emplace(environment_.config, worker_id_, *random_, *faults_);
@@ -65,7 +67,7 @@ void WorkerProcess::apply(lease::Actions& actions) {
         open_stream(*open);
       } else {
         context.send(environment_.upstream,
-                     sim::Message{kOpen, 64, std::make_shared<SessionPayload>(open->connection, worker_id_)});
+                     sim::Message{kOpen, 64, std::make_shared<SessionPayload>(open->connection, process_id_)});
       }
     } else if (auto* close = std::get_if<lease::CloseSession>(&action)) {
       context.note("lease.close", fmt::format("{} {} {}", close->connection, close->epoch, lease::to_string(close->reason)),
@@ -74,14 +76,14 @@ void WorkerProcess::apply(lease::Actions& actions) {
         close_stream(close->connection);
       } else {
         context.send(environment_.upstream,
-                     sim::Message{kClose, 64, std::make_shared<SessionPayload>(close->connection, worker_id_)});
+                     sim::Message{kClose, 64, std::make_shared<SessionPayload>(close->connection, process_id_)});
       }
     } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
       if (!environment_.notify_releases) continue;
       // Group by connection (FIFO order per connection only); deduplicate a
       // retried send of the same release.
       sqs_send(context, environment_.sqs, environment_.release_queue, notify->connection,
-               fmt::format("{}@{}", notify->connection, worker_id_), notify->connection, environment_.sqs_timeout,
+               fmt::format("{}@{}", notify->connection, process_id_), notify->connection, environment_.sqs_timeout,
                [](const SqsSendReply*) {});
     } else if (std::holds_alternative<lease::DrainComplete>(action)) {
       exit_when_sqs_idle();

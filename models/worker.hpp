@@ -49,6 +49,12 @@ struct WorkerEnvironment {
   Duration sqs_wait = Duration::zero();
   Duration sqs_timeout = Duration::from_s(1);  // an SQS call's caller gives up after this (beyond a receive's wait)
   std::optional<StreamEnvironment> stream;  // none: sessions are only announced to `upstream`
+  // The lease owner id. false: "<node>#<incarnation>", a restarted task is a
+  // new worker. true: the node's name, the same in every incarnation, as
+  // `leaseproof worker --worker-id` keeps it across restarts: a restarted
+  // worker finds its predecessor's leases naming it and takes them back
+  // under a new epoch, so only the epoch tells the two tenures apart.
+  bool stable_worker_ids = false;
   // Fault sites the core reaches through its FaultHook, by name.
   std::map<std::string, sim::FaultSiteId, LexLess> fault_sites;
 };
@@ -69,6 +75,7 @@ class WorkerProcess final : public sim::Process {
 
   // The ActiveConnections metric (0 before start).
   uint32_t active_connections() const { return manager_ ? manager_->active_connections() : 0; }
+  // The lease owner id (see WorkerEnvironment::stable_worker_ids).
   const std::string& worker_id() const { return worker_id_; }
 
  private:
@@ -134,7 +141,8 @@ class WorkerProcess final : public sim::Process {
   std::unique_ptr<NodeRandom> random_;
   std::unique_ptr<Faults> faults_;
   std::optional<lease::LeaseManager> manager_;
-  std::string worker_id_;
+  std::string worker_id_;   // the lease owner id
+  std::string process_id_;  // "<node>#<incarnation>": this process, to the hub and SQS
   uint64_t timer_ = 0;
   Instant timer_at_ = Instant::max();
   uint32_t sqs_in_flight_ = 0;  // receives and hand-backs awaiting their reply

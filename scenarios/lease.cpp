@@ -82,6 +82,11 @@ class Fleet final : public models::FleetControl {
     std::erase(running_, worker);
     world_.sigterm(worker, stop_timeout);
   }
+  void restart_worker(NodeId worker) override {
+    world_.restart(worker);
+    if (std::find(running_.begin(), running_.end(), worker) == running_.end()) running_.push_back(worker);
+  }
+  bool is_down(NodeId worker) const override { return world_.state(worker) == sim::ProcessState::down; }
   std::vector<NodeId> running_workers() const override { return running_; }
   uint32_t active_connections(NodeId worker) const override {
     const auto* process = dynamic_cast<const WorkerProcess*>(world_.process(worker));
@@ -512,6 +517,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   environment.upstream = upstream;
   environment.notify_releases = !seed_algorithm;
   environment.sqs_wait = o.sqs_wait;
+  environment.stable_worker_ids = o.stable_worker_ids;
   if (o.stream.enabled) {
     streaming = start_streaming(world, o, store, stream_notes, environment);
     hub_shared = &streaming->hub;
@@ -541,7 +547,10 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   if (streaming) schedule_hub_faults(world, o, fleet, *streaming);
   std::unique_ptr<models::RollingDeploy> deploy;
   if (o.deploy_at) {
-    deploy = std::make_unique<models::RollingDeploy>(world, fleet, models::DeployOptions{});
+    models::DeployOptions deploy_options;
+    // Stable worker ids come with a StatefulSet's rollout: two processes of one id never run together.
+    deploy_options.in_place = o.stable_worker_ids;
+    deploy = std::make_unique<models::RollingDeploy>(world, fleet, deploy_options);
     world.at(Instant::zero() + *o.deploy_at, [&deploy] { (void)deploy->start(); });
   }
   std::unique_ptr<models::Autoscaler> autoscaler;

@@ -87,6 +87,10 @@ struct LeaseScenarioOptions {
   // Faults.
   Duration crash_every = Duration::zero();  // zero: no periodic crashes
   Duration restart_after = Duration::from_s(10);
+  // A restarted worker keeps its id (the node's name), as `leaseproof worker
+  // --worker-id` does, and a deploy replaces each worker in place (a
+  // StatefulSet's rollout); false: every incarnation is a new worker id.
+  bool stable_worker_ids = false;
   std::vector<WorkerFault> pauses;
   std::vector<WorkerFault> partitions;  // worker <-> DynamoDB, both ways
   // Worker -> DynamoDB: requests sent in [at, at + length) are held in flight

@@ -112,6 +112,14 @@ void swarm_holds(uint64_t seed, LeaseScenarioOptions& o) {
   }
 }
 
+// Stable worker ids (from their own stream), as real workers started with
+// `--worker-id` keep theirs: a restarted worker takes its predecessor's
+// leases back under a new epoch, and deploys replace workers in place.
+void swarm_identity(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-ids")};
+  o.stable_worker_ids = prng.chance(Ratio{1, 2});
+}
+
 // A random mix of every fault, inside the algorithm's stated assumptions,
 // drawn from the seed (the swarm). Small fleets, 10 simulated minutes.
 LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
@@ -147,6 +155,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   }
   swarm_stream(seed, o);
   swarm_holds(seed, o);
+  swarm_identity(seed, o);
   return o;
 }
 

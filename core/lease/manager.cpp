@@ -10,7 +10,6 @@ std::string_view to_string(RequestKind kind) {
     case RequestKind::acquire: return "acquire";
     case RequestKind::renew: return "renew";
     case RequestKind::release: return "release";
-    case RequestKind::checkpoint: return "checkpoint";
     case RequestKind::read: return "read";
     case RequestKind::reconcile: return "reconcile";
   }
@@ -298,9 +297,6 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
     case RequestKind::acquire: on_acquire_reply(pending, reply, now, out); break;
     case RequestKind::release: on_release_reply(pending, reply, now, out); break;
     case RequestKind::reconcile: on_sweep_reply(reply, now, out); break;
-    case RequestKind::checkpoint:
-      if (is_error(reply, dynamo::error_type::conditional_check_failed)) out.push_back(Mark{"lease.checkpoint_fenced"});
-      break;
     case RequestKind::read:
       if (pending.acquire_read) {
         on_acquire_read(pending, reply, now, out);
@@ -387,14 +383,6 @@ void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dyn
   const bool stopped = lease && lease->desired_state == kStopped;
   close(pending.connection, held, stopped ? CloseReason::stopped : CloseReason::lost, out);
   drop_held(*target);
-}
-
-void LeaseManager::checkpoint(std::string_view connection, int64_t sequence, Clock now, Actions& out) {
-  expire_deadlines(now, out);
-  const Held* held = find_held(connection);
-  if (held == nullptr || !held->open) return;
-  send(out, RequestKind::checkpoint, connection, held->epoch,
-       checkpoint_request(config_, connection, worker_id_, held->epoch, sequence), now.monotonic);
 }
 
 // ---- drain ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ struct Clock {
   Instant monotonic;  // never steps
 };
 
-enum class RequestKind : uint8_t { acquire, renew, release, checkpoint, read, reconcile };
+enum class RequestKind : uint8_t { acquire, renew, release, read, reconcile };
 enum class CloseReason : uint8_t { released, deadline, lost, drained, stopped };
 std::string_view to_string(RequestKind kind);
 std::string_view to_string(CloseReason reason);
@@ -106,8 +106,6 @@ class LeaseManager {
   // Stop every session, release every lease, announce the releases, then
   // DrainComplete. Nothing is acquired after this.
   void on_sigterm(Clock now, Actions& out);
-  // Records progress on an owned connection (fenced by the lease).
-  void checkpoint(std::string_view connection, int64_t sequence, Clock now, Actions& out);
 
   // Monotonic time of the next on_timer() call needed; Instant::max() if none.
   Instant next_deadline() const;

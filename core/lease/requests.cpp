@@ -137,19 +137,6 @@ dynamo::Request release_request(const LeaseConfig& config, std::string_view conn
   return request;
 }
 
-dynamo::Request checkpoint_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
-                                   int64_t epoch, int64_t sequence) {
-  dynamo::UpdateItemRequest request = update(config, connection);
-  request.update_expression = "SET last_seq = :seq";
-  auto& values = request.write.expression_attribute_values;
-  values[":seq"] = N(sequence);
-  if (config.algorithm == Algorithm::seed) return request;  // unconditional, as in the articles
-  request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch AND last_seq < :seq";
-  values[":me"] = S(worker);
-  values[":epoch"] = N(epoch);
-  return request;
-}
-
 dynamo::Request read_request(const LeaseConfig& config, std::string_view connection) {
   dynamo::GetItemRequest request;
   request.table_name = config.table.name;

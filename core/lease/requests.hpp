@@ -40,8 +40,6 @@ dynamo::Request renew_request(const LeaseConfig& config, std::string_view connec
                               int64_t epoch, int64_t now_wall_ms);
 dynamo::Request release_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
                                 int64_t epoch);
-dynamo::Request checkpoint_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
-                                   int64_t epoch, int64_t sequence);
 dynamo::Request read_request(const LeaseConfig& config, std::string_view connection);
 // One page of the reconcile sweep: a shard of by_shard (core) or the expired
 // STARTED leases of by_state (seed).

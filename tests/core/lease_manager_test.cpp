@@ -618,31 +618,6 @@ TEST(LeaseManager, SigtermWithNothingHeldCompletesAtOnce) {
   EXPECT_TRUE(world.worker(w).drain_complete);
 }
 
-// ---- checkpoint -----------------------------------------------------------------------
-
-TEST(LeaseManager, CheckpointIsFencedByOwnerEpochAndIncreasingSequence) {
-  LeaseWorld world{articles(), 17};
-  world.add_connections(1);
-  const size_t w = world.start_worker();
-  world.run_for(6_s);
-  world.checkpoint(w, "c0", 5);
-  world.run_for(1_s);
-  EXPECT_EQ(world.lease("c0")->last_seq, 5);
-  world.checkpoint(w, "c0", 3);  // going back is refused
-  world.run_for(1_s);
-  EXPECT_EQ(world.lease("c0")->last_seq, 5);
-  EXPECT_EQ(world.mark_count("lease.checkpoint_fenced"), 1);
-  world.checkpoint(w, "c1", 9);  // not ours: nothing is sent
-  EXPECT_EQ(world.calls(w, RequestKind::checkpoint), 2);
-  // A stale epoch's checkpoint is refused by the store.
-  const auto stale = world.apply(checkpoint_request(world.config(), "c0", "w0", 0, 7));
-  ASSERT_FALSE(stale.ok());
-  EXPECT_EQ(stale.error().type, dynamo::error_type::conditional_check_failed);
-  const auto other = world.apply(checkpoint_request(world.config(), "c0", "w9", 1, 7));
-  EXPECT_FALSE(other.ok());
-  EXPECT_EQ(world.lease("c0")->last_seq, 5);
-}
-
 // ---- duplicate notifications and the seed algorithm ------------------------------------
 
 TEST(LeaseManager, CounterModeADuplicateReleaseNotificationCannotLetAFastClockStealALiveLease) {

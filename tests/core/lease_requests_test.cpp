@@ -212,17 +212,6 @@ TEST_F(LeaseRequests, RenewAndReleaseAreFencedByOwnerAndEpoch) {
   EXPECT_EQ(view().epoch, 2);
 }
 
-TEST_F(LeaseRequests, CheckpointOnlyMovesForwardUnderTheCurrentEpoch) {
-  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
-  ASSERT_TRUE(ok(checkpoint_request(config_, "c1", "a", 1, 10)));
-  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 10)));  // not increasing
-  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 9)));
-  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs + 30'000, {})));
-  EXPECT_FALSE(ok(checkpoint_request(config_, "c1", "a", 1, 11)));  // the stale epoch's write
-  ASSERT_TRUE(ok(checkpoint_request(config_, "c1", "b", 2, 11)));
-  EXPECT_EQ(view().last_seq, 11);
-}
-
 TEST_F(LeaseRequests, AStoppedConnectionCannotBeAcquiredOrRenewedAndLeavesTheShardIndex) {
   ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {})));
   ASSERT_TRUE(ok(stop_connection_request(config_, "c1")));
@@ -287,9 +276,6 @@ TEST(LeaseRequestsSeed, TheArticlesAcquireIgnoresEpochAndMargin) {
   ASSERT_TRUE(store.apply(acquire_request(seed, "c1", "b", kNowMs + 20'001, {}), now).ok());
   // The old owner's acquire whose reply was lost cannot be retried.
   EXPECT_FALSE(store.apply(acquire_request(seed, "c1", "a", kNowMs + 1, {}), now).ok());
-  // Checkpoints are unconditional.
-  EXPECT_TRUE(store.apply(checkpoint_request(seed, "c1", "a", 0, 5), now).ok());
-  EXPECT_TRUE(store.apply(checkpoint_request(seed, "c1", "a", 0, 3), now).ok());
   // The expired-lease query of the articles' GSI.
   const auto page = store.apply(reconcile_query(seed, 0, kNowMs + 60'000, std::nullopt), now);
   ASSERT_TRUE(page.ok());

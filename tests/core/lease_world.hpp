@@ -166,9 +166,6 @@ class LeaseWorld {
     return taken;
   }
   uint32_t room(size_t i) const { return workers_[i].manager->room(); }
-  void checkpoint(size_t i, const std::string& connection, int64_t sequence) {
-    drive(i, [&](Clock now, Actions& out) { workers_[i].manager->checkpoint(connection, sequence, now, out); });
-  }
   // Applies a request to the store now, as an outsider (control plane, test).
   dynamo::Result<dynamo::Response> apply(const dynamo::Request& request) { return store_.apply(request, store_now()); }
 

@@ -38,6 +38,8 @@ class FakeFleet final : public FleetControl {
     w.stopped = true;
     w.stop_timeout = stop_timeout;
   }
+  void restart_worker(NodeId worker) override { ADD_FAILURE() << "the autoscaler restarted worker " << worker.value; }
+  bool is_down(NodeId worker) const override { return workers.at(worker.value).stopped; }
 
   void add(uint32_t connections) { workers.push_back(Worker{connections, false, {}}); }
   void set_all_running(uint32_t connections) {

@@ -23,6 +23,8 @@ class FakeFleet final : public FleetControl {
     bool stopped = false;
     bool dead = false;
     Duration stop_timeout;
+    bool exited = false;  // a stopped worker's process is down `exit_after` after its stop
+    std::vector<Instant> restarts;
   };
 
   explicit FakeFleet(sim::World& world) : world_(world) {}
@@ -49,10 +51,26 @@ class FakeFleet final : public FleetControl {
     EXPECT_TRUE(is_running(w)) << "worker " << worker.value << " stopped while not running";
     w.stopped = true;
     w.stop_timeout = stop_timeout;
+    w.exited = false;
+    world_.at(world_.now() + exit_after, [this, worker] { workers.at(worker.value).exited = true; });
     observe_healthy();
   }
+  void restart_worker(NodeId worker) override {
+    Worker& w = workers.at(worker.value);
+    EXPECT_TRUE(w.stopped && w.exited) << "worker " << worker.value << " restarted while its process ran";
+    w = Worker{false, false, false, false, w.stop_timeout, false, w.restarts};
+    w.restarts.push_back(world_.now());
+    if (ready_after != Duration::max()) {
+      world_.at(world_.now() + ready_after, [this, worker] { workers.at(worker.value).ready = true; });
+    }
+    max_running = std::max(max_running, running_workers().size());
+  }
+  bool is_down(NodeId worker) const override {
+    const Worker& w = workers.at(worker.value);
+    return w.dead || (w.stopped && w.exited);
+  }
 
-  void add_old() { workers.push_back(Worker{true, true, false, false, {}}); }
+  void add_old() { workers.push_back(Worker{true, true, false, false, {}, false, {}}); }
   bool is_ready(NodeId worker) const { return workers.at(worker.value).ready; }
   size_t healthy() const {
     return static_cast<size_t>(std::count_if(workers.begin(), workers.end(), [](const Worker& w) {
@@ -73,6 +91,7 @@ class FakeFleet final : public FleetControl {
   }
 
   Duration ready_after = 5_s;
+  Duration exit_after = 3_s;
   std::vector<Worker> workers;
   size_t min_healthy = SIZE_MAX;
   size_t max_running = 0;
@@ -183,6 +202,54 @@ TEST_F(DeployTest, ATaskThatNeverBecomesHealthyFailsTheDeployAndKeepsTheOldTasks
   EXPECT_EQ(fleet.count(true), 3u);
   EXPECT_EQ(notes_named("deploy.failed"), 1u);
   EXPECT_EQ(notes_named("deploy.stop_task"), 0u);
+}
+
+// A StatefulSet's rollout: one task at a time, the last started first, each
+// restarted on its own node only once its process is down, the next stopped
+// only once the restarted one is healthy; no task ever runs twice.
+TEST_F(DeployTest, InPlaceReplacesOneTaskAtATimeOnItsOwnNodeOnceItsProcessIsDown) {
+  options.in_place = true;
+  for (int i = 0; i < 3; ++i) fleet.add_old();
+  RollingDeploy deploy{world, fleet, options};
+  fleet.watch(at(10_min));
+  std::vector<NodeId> stop_order;
+  world.trace().add_observer([&stop_order](const sim::TraceEvent& e) {
+    if (e.kind == sim::EventKind::note && e.label == "deploy.stop_task") {
+      stop_order.push_back(NodeId{static_cast<uint32_t>(e.value)});
+    }
+  });
+  world.at(at(1_s), [&deploy] { EXPECT_EQ(deploy.start(), ""); });
+  world.run_until(at(10_min));
+  EXPECT_EQ(deploy.status(), DeployStatus::done);
+  EXPECT_EQ(fleet.workers.size(), 3u);  // no new node
+  EXPECT_EQ(stop_order, (std::vector<NodeId>{NodeId{2}, NodeId{1}, NodeId{0}}));
+  EXPECT_EQ(deploy.started_tasks(), stop_order);
+  EXPECT_EQ(fleet.count(true), 0u);  // every task is its new process now
+  EXPECT_EQ(fleet.count(false), 3u);
+  EXPECT_EQ(fleet.min_healthy, 2u);  // one task out at a time
+  EXPECT_EQ(fleet.max_running, 3u);
+  // Stopped at 1 s, down at 4 s, restarted at the next check; healthy 5 s
+  // later (the grace is 2 s): the next task is stopped then, down 3 s later.
+  ASSERT_EQ(fleet.workers[2].restarts.size(), 1u);
+  ASSERT_EQ(fleet.workers[1].restarts.size(), 1u);
+  EXPECT_GE(fleet.workers[2].restarts[0], at(4_s));
+  EXPECT_LE(fleet.workers[2].restarts[0], at(5_s));
+  EXPECT_GE(fleet.workers[1].restarts[0], fleet.workers[2].restarts[0] + 5_s + fleet.exit_after);
+  EXPECT_EQ(notes_named("deploy.start_task"), 3u);
+  EXPECT_EQ(notes_named("deploy.done"), 1u);
+}
+
+TEST_F(DeployTest, InPlaceWaitsForATaskThatDoesNotExit) {
+  options.in_place = true;
+  fleet.exit_after = 1_h;  // not within the test (the world's SIGKILL is not modelled by this fleet)
+  for (int i = 0; i < 2; ++i) fleet.add_old();
+  RollingDeploy deploy{world, fleet, options};
+  EXPECT_EQ(deploy.start(), "");
+  world.run_until(at(10_min));
+  EXPECT_EQ(deploy.status(), DeployStatus::running);
+  EXPECT_TRUE(fleet.workers[0].restarts.empty());
+  EXPECT_TRUE(fleet.workers[1].restarts.empty());
+  EXPECT_EQ(notes_named("deploy.stop_task"), 1u);
 }
 
 TEST_F(DeployTest, StartRefusesBoundsThatCannotProgress) {

@@ -42,7 +42,7 @@ TOP = {
     "reconcile_jitter": "dur", "margin": "dur", "request_timeout": "dur", "capacity": "int",
     "watch_interval": "dur", "skew_max": "dur", "fast_worker_offset": "dur", "drift_ppm_max": "int",
     "latency": "dur", "jitter": "dur", "loss": "ratio", "sqs_wait": "dur", "crash_every": "dur",
-    "restart_after": "dur", "throttle_partition_wcu_per_s": "int", "deploy_at": "dur", "autoscaler": "bool",
+    "restart_after": "dur", "stable_worker_ids": "bool", "throttle_partition_wcu_per_s": "int", "deploy_at": "dur", "autoscaler": "bool",
     "autoscale_target": "int", "heal_at": "dur", "expiry": ["wall", "counter"], "algorithm": ["core", "seed"],
     "pauses": "faults", "partitions": "faults", "holds": "faults", "hold_delay": "dur", "clock_steps": "faults",
     "stops": "stops",

@@ -365,7 +365,7 @@ TEST(LeaseScenario, AnSqsWaitBeyondWhatSqsAllowsIsRejected) {
 // instead of the whole wait (the same seed passes with it). Found by the
 // capacity-11 deploy swarm of docs/scenarios.md.
 TEST(LeaseScenario, ACrashedWorkersHeldLongPollHidesTheNextReleaseNotice) {
-  const json deploy = {{"capacity", 11}, {"workers", 5}, {"deploy_at", "2m"}};
+  const json deploy = {{"capacity", 11}, {"workers", 5}, {"deploy_at", "2m"}, {"stable_worker_ids", false}};
   json long_polling = deploy;
   long_polling["sqs_wait"] = "13.702474192s";
   const RunResult long_run = run("lease-swarm", 197, long_polling, 10_min);

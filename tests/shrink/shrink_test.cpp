@@ -309,7 +309,7 @@ ReplayResult replay_at_first_overlap(std::string_view scenario, const json& para
 TEST(Replay, ShowsBothOwnersAtASingleOwnershipViolation) {
   const json parameters = {{"workers", 2}, {"connections", 1}, {"algorithm", "seed"}, {"crash_every", "0s"},
                            {"pauses", {{{"worker", 0}, {"at", "30.836320532s"}, {"length", "40.863140286s"}}}},
-                           {"stops", json::array()}, {"stream", {{"enabled", false}}}};
+                           {"stops", json::array()}, {"stream", {{"enabled", false}}}, {"stable_worker_ids", false}};
   std::string why;
   const ReplayResult replayed = replay_at_first_overlap("lease-swarm", parameters, Duration::from_s(90), why);
   bool overlap = false;
