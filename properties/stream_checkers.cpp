@@ -23,6 +23,22 @@ std::optional<int64_t> parse_i64(std::string_view text) {
   return static_cast<int64_t>(*value);
 }
 
+// A worker's lease.request note of a sink write: "record ...", "record_put
+// ...", "checkpoint ..." (docs/trace-format.md). Every request of every worker
+// is noted, renews most: the first letters decide before any string compare.
+bool is_sink_request(const sim::TraceEvent& event) {
+  const std::string_view label = event.label;
+  const std::string_view detail = event.detail;
+  // "lease.request" is the only 13-letter label with an 'r' at 6; "rec" and
+  // "che" begin only the sink kinds (and reconcile, which the compare drops).
+  if (label.size() != 13 || label[6] != 'r' || detail.size() < 8 ||
+      (detail[2] != 'e' && detail[2] != 'c')) {
+    return false;
+  }
+  if (label != "lease.request") return false;
+  return detail.starts_with("record ") || detail.starts_with("record_put ") || detail.starts_with("checkpoint ");
+}
+
 }  // namespace
 
 void ExactlyOnceChecker::violation(std::string text) {
@@ -42,8 +58,18 @@ ExactlyOnceChecker::EpochState& ExactlyOnceChecker::epoch_state(std::string_view
 }
 
 void ExactlyOnceChecker::observe(const sim::TraceEvent& event) {
-  if (event.kind != EventKind::note) return;
-  if (event.label == "hub.epoch") {
+  if (event.kind != EventKind::note) {
+    if (event.kind < EventKind::crash) return;  // the bulk: sends, deliveries, drops, timers
+    if (event.kind == EventKind::start || event.kind == EventKind::restart) {
+      if (event.node.valid()) lives_[event.node.value] = NodeLife{lives_[event.node.value].incarnation + 1, {}};
+    } else if (event.kind == EventKind::crash || event.kind == EventKind::exit) {
+      if (event.node.valid()) lives_[event.node.value].down_since = event.true_time;
+    }
+    return;
+  }
+  if (is_sink_request(event)) {
+    on_sink_request(event);
+  } else if (event.label == "hub.epoch") {
     hub_epoch_[event.node.value] = static_cast<uint64_t>(event.value);
   } else if (event.label == "hub.publish") {
     EpochState& state = epoch_state(event.detail, hub_epoch_[event.node.value]);
@@ -69,7 +95,48 @@ void ExactlyOnceChecker::on_sink_item(const sim::TraceEvent& event) {
     violation(fmt::format("trace contract: malformed {} '{}' at {}", kSinkItemNote, event.detail, event.true_time));
     return;
   }
-  on_sink_write(words[0], *epoch, *seq, words[3] == "replaced", event.true_time);
+  on_sink_write(words[0], *epoch, *seq, words[3] == "replaced", event.true_time,
+                event.value > 0 ? static_cast<uint64_t>(event.value) : 0);
+}
+
+// The sink writes among the workers' requests: "record ...", "record_put ...",
+// "checkpoint ..." (docs/trace-format.md); kept by message id until the end.
+void ExactlyOnceChecker::on_sink_request(const sim::TraceEvent& event) {
+  if (event.value <= 0) return;  // malformed: the ownership checker reports it
+  const auto message = static_cast<uint64_t>(event.value);
+  const auto found = lives_.find(event.node.value);
+  SinkRequest request{message, event.node, found == lives_.end() ? 0 : found->second.incarnation, event.true_time,
+                      sink_details_.size(), event.detail.size()};
+  sink_details_ += event.detail;
+  const auto later = [](const SinkRequest& r, uint64_t m) { return r.message < m; };
+  if (sink_requests_.empty() || sink_requests_.back().message < message) {
+    sink_requests_.push_back(request);
+  } else {  // not in send order (a hand-built trace): kept sorted
+    sink_requests_.insert(std::lower_bound(sink_requests_.begin(), sink_requests_.end(), message, later), request);
+  }
+}
+
+std::string ExactlyOnceChecker::written_by(uint64_t message) const {
+  const auto found = std::lower_bound(sink_requests_.begin(), sink_requests_.end(), message,
+                                      [](const SinkRequest& r, uint64_t m) { return r.message < m; });
+  if (message == 0) return "";
+  if (found == sink_requests_.end() || found->message != message) {
+    return fmt::format(" (request message {}, no lease.request note)", message);
+  }
+  const SinkRequest& request = *found;
+  const std::string node = names_ ? names_(request.node) : fmt::format("node {}", request.node.value);
+  std::string sender = fmt::format("{}#{}", node, request.incarnation);
+  std::string fate;
+  if (const auto life = lives_.find(request.node.value); life != lives_.end()) {
+    if (life->second.incarnation != request.incarnation) {
+      fate = fmt::format("; its sender is gone: {}#{} runs now", node, life->second.incarnation);
+    } else if (life->second.down_since) {
+      fate = fmt::format("; its sender is down since {}", *life->second.down_since);
+    }
+  }
+  return fmt::format(" (written by {}: {}, request message {} sent at {}{})", sender,
+                     std::string_view{sink_details_}.substr(request.detail_at, request.detail_size), message,
+                     request.sent, fate);
 }
 
 // "resume.reset <connection> <kind> <after epoch> <after seq> <resume epoch> <resume seq>"
@@ -119,32 +186,32 @@ bool ExactlyOnceChecker::excused(std::string_view connection, uint64_t epoch, co
 }
 
 void ExactlyOnceChecker::on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote,
-                                       Instant at) {
+                                       Instant at, uint64_t message) {
   ++records_;
   EpochState& state = epoch_state(connection, epoch);
   if (overwrote) {
-    violation(fmt::format("exactly-once: connection {} epoch {} seq {} recorded twice (again at {})", connection,
-                          epoch, seq, at));
+    violation(fmt::format("exactly-once: connection {} epoch {} seq {} recorded twice (again at {}){}", connection,
+                          epoch, seq, at, written_by(message)));
   }
   if (seq <= state.recorded) {
     if (!overwrote) {
-      violation(fmt::format("exactly-once: connection {} epoch {} recorded seq {} after seq {}, out of order, at {}",
-                            connection, epoch, seq, state.recorded, at));
+      violation(fmt::format("exactly-once: connection {} epoch {} recorded seq {} after seq {}, out of order, at {}{}",
+                            connection, epoch, seq, state.recorded, at, written_by(message)));
     }
     return;
   }
   if (seq > state.top) {
     violation(fmt::format("exactly-once: connection {} epoch {} recorded seq {} at {}, but the hub published only "
-                          "up to {}",
-                          connection, epoch, seq, at, state.top));
+                          "up to {}{}",
+                          connection, epoch, seq, at, state.top, written_by(message)));
   }
   if (seq > state.recorded + 1) {
     if (excused(connection, epoch, state, state.recorded + 1, seq - 1)) {
       excused_messages_ += static_cast<uint64_t>(seq - 1 - state.recorded);
     } else {
       violation(fmt::format("exactly-once: connection {} epoch {}: seq {}..{} never recorded and no reset declared "
-                            "them lost; seq {} recorded next, at {}",
-                            connection, epoch, state.recorded + 1, seq - 1, seq, at));
+                            "them lost; seq {} recorded next, at {}{}",
+                            connection, epoch, state.recorded + 1, seq - 1, seq, at, written_by(message)));
     }
   }
   state.recorded = seq;

@@ -16,7 +16,11 @@
 // write to the sink table, in commit order, which is what a downstream
 // consumer acts on; DynamoDB writes it into the trace (kSinkItemNote, from
 // the table's change stream). Everything else comes from the trace too:
-// hub.epoch and hub.publish (the hub), resume.reset (the clients).
+// hub.epoch and hub.publish (the hub), resume.reset (the clients). Each
+// violation names the write that showed it: its sender (node#incarnation, and
+// whether that process was still running when DynamoDB applied the write),
+// the lease epoch, request message and range of the sink write's
+// lease.request note (joined by message id with the sink.item note).
 
 #include <cstdint>
 #include <deque>
@@ -44,11 +48,15 @@ inline constexpr std::string_view kSinkItemNote = "sink.item";
 
 class ExactlyOnceChecker {
  public:
+  // `names`: a node's name, to name a write's sender (empty: "node <n>").
+  explicit ExactlyOnceChecker(std::function<std::string(NodeId)> names = {}) : names_(std::move(names)) {}
   void observe(const sim::TraceEvent& event);
   // One accepted write of the sink: record (connection, hub epoch, seq);
   // `overwrote`: an item with that key existed already. observe() calls it
   // for each kSinkItemNote.
-  void on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote, Instant at);
+  // `message`: the writing request's message id (0: unknown), for naming it.
+  void on_sink_write(std::string_view connection, uint64_t epoch, int64_t seq, bool overwrote, Instant at,
+                     uint64_t message = 0);
   // End of run. `caught_up`: connections that must have recorded everything
   // published (publishing stopped long enough before the end, faults healed).
   void finish(const std::set<std::string, std::less<>>& caught_up);
@@ -83,8 +91,26 @@ class ExactlyOnceChecker {
       return order != 0 ? order < 0 : a.second < b.second;
     }
   };
+  // A sink write as its lease.request note tells it; the note's detail
+  // ("<kind> <connection> <lease epoch> <range>") is kept in sink_details_.
+  struct SinkRequest {
+    uint64_t message = 0;
+    NodeId node;
+    uint32_t incarnation = 0;
+    Instant sent;
+    size_t detail_at = 0;
+    size_t detail_size = 0;
+  };
+  // A node's lifecycle: which incarnation runs, and since when it is down.
+  struct NodeLife {
+    uint32_t incarnation = 0;
+    std::optional<Instant> down_since;
+  };
   EpochState& epoch_state(std::string_view connection, uint64_t epoch);
   void on_sink_item(const sim::TraceEvent& event);
+  void on_sink_request(const sim::TraceEvent& event);
+  // " (written by worker-1#2: record c3 2 1:5..1:9, request message 812 sent at @1m; its sender crashed at @1m1s)"
+  std::string written_by(uint64_t message) const;
 
   bool excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from, int64_t to) const;
   void on_reset(const sim::TraceEvent& event);
@@ -106,6 +132,13 @@ class ExactlyOnceChecker {
   uint64_t excused_messages_ = 0;
   uint64_t not_yet_recorded_ = 0;
   std::map<std::string, uint64_t, std::less<>> resets_by_kind_;
+  std::function<std::string(NodeId)> names_;
+  // Every sink write of the run, by message id (ascending: a note follows its
+  // send); one allocation-free append each, as the checker sees thousands a
+  // simulated minute.
+  std::vector<SinkRequest> sink_requests_;
+  std::string sink_details_;
+  std::map<uint32_t, NodeLife> lives_;                        // by node
 };
 
 // Reconnect storms: after a mass close (the hub closing at least `min_wave`

@@ -402,6 +402,8 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
       // nothing. 500 ms of slack covers the hub clock's rate error.
       s.hub.ping_interval + s.hub.pong_timeout + Duration::from_ms(500));
   streaming->storms = std::make_unique<properties::ReconnectStormChecker>(s.client);
+  streaming->exactly_once = properties::ExactlyOnceChecker(
+      [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; });
   world.trace().add_checker([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
     checker->dead_peers->observe(e);

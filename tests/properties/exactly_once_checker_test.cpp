@@ -34,6 +34,16 @@ class StreamTrace {
     return note(kDynamo, std::string{kSinkItemNote}, "c1 1 " + std::to_string(seq) + " " + how, message);
   }
   StreamTrace& sink_detail(const std::string& detail) { return note(kDynamo, std::string{kSinkItemNote}, detail, 7); }
+  // A worker's sink write as its lease.request note says it (message id `message`).
+  StreamTrace& request(const std::string& detail, int64_t message) { return note(kW1, "lease.request", detail, message); }
+  StreamTrace& lifecycle(sim::EventKind kind, NodeId node = kW1) {
+    sim::TraceEvent e;
+    e.kind = kind;
+    e.true_time = now_;
+    e.node = node;
+    checker_.observe(e);
+    return *this;
+  }
   StreamTrace& reset(int64_t after, int64_t resume) {
     return note(kW1, "resume.reset", fmt::format("c1 over_limit 1 {} 1 {}", after, resume));
   }
@@ -57,7 +67,7 @@ class StreamTrace {
     return *this;
   }
 
-  ExactlyOnceChecker checker_;
+  ExactlyOnceChecker checker_{[](NodeId node) { return node == kW1 ? std::string{"worker-1"} : std::string{"other"}; }};
   Instant now_ = Instant::zero();
   std::deque<std::string> labels_;  // the events keep views
   std::deque<std::string> details_;
@@ -92,6 +102,37 @@ TEST(ExactlyOnceChecker, AHoleNoResetDeclaredIsALossAndOneDeclaredIsNot) {
   const ExactlyOnceChecker& declared_checker = declared.finish({"c1"});
   EXPECT_TRUE(declared_checker.violations().empty()) << declared_checker.violations().front();
   EXPECT_EQ(declared_checker.excused_messages(), 1u);
+}
+
+// Each violation names the write that showed it, joined by message id with
+// its lease.request note: who sent it, under which lease epoch, what range,
+// and whether that process still ran when DynamoDB applied it.
+TEST(ExactlyOnceChecker, AViolationNamesTheWriteAndWhetherItsSenderStillRan) {
+  StreamTrace trace;
+  trace.lifecycle(sim::EventKind::start).publish(1).publish(2).publish(3);
+  trace.at(1_s).request("record c1 1 1:1..1:2", 8).request("record c1 1 1:2..1:3", 9);
+  trace.at(2_s).sink(1, "new", 8).sink(2, "new", 8);
+  trace.at(3_s).lifecycle(sim::EventKind::crash);
+  trace.at(4_s).sink(2, "replaced", 9).sink(3, "new", 9);
+  const ExactlyOnceChecker& checker = trace.finish({"c1"});
+  ASSERT_EQ(checker.violation_count(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              HasSubstr("seq 2 recorded twice (again at @4s) (written by worker-1#1: record c1 1 1:2..1:3, request "
+                        "message 9 sent at @1s; its sender is down since @3s)"));
+
+  StreamTrace restarted;  // applied after the sender's next incarnation started: it names both
+  restarted.lifecycle(sim::EventKind::start).publish(1).publish(2).publish(3).at(1_s).request("record c1 1 1:3..1:3", 9);
+  restarted.at(2_s).lifecycle(sim::EventKind::crash).at(3_s).lifecycle(sim::EventKind::restart).at(4_s).sink(1).sink(
+      3, "new", 9);
+  const ExactlyOnceChecker& gap = restarted.finish({"c1"});
+  ASSERT_EQ(gap.violation_count(), 1u);
+  EXPECT_THAT(gap.violations()[0], HasSubstr("seq 2..2 never recorded"));
+  EXPECT_THAT(gap.violations()[0], HasSubstr("(written by worker-1#1: record c1 1 1:3..1:3, request message 9 sent at "
+                                             "@1s; its sender is gone: worker-1#2 runs now)"));
+
+  StreamTrace unknown;  // no lease.request for the message: said so, not guessed
+  unknown.publish(1).publish(2).at(1_s).sink(1).sink(1, "replaced", 5);
+  EXPECT_THAT(unknown.finish({"c1"}).violations()[0], HasSubstr("(request message 5, no lease.request note)"));
 }
 
 TEST(ExactlyOnceChecker, AMalformedSinkNoteBreaksTheTraceContract) {
