@@ -311,7 +311,9 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
       } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
         ++counters_.marks[mark->name];
       } else if (auto* watch = std::get_if<lease::WatchChange>(&action)) {
-        ++counters_.marks[watch->armed ? "lease.watch" : "lease.unwatch"];  // a trace line each is too chatty here
+        // A line per change (not per sweep): check-real judges a watched gap by the watcher's bound.
+        ++counters_.marks[watch->armed ? "lease.watch" : "lease.unwatch"];
+        event(watch->armed ? "lease.watch" : "lease.unwatch", {{"connection", watch->connection}});
       }
     }
     actions.clear();

@@ -613,4 +613,8 @@ std::map<properties::GapCause, properties::RecoveryBound> lease_recovery_bounds(
   return recovery_bounds(options);
 }
 
+std::map<properties::GapCause, properties::RecoveryBound> lease_watcher_bounds(const LeaseScenarioOptions& options) {
+  return watcher_bounds(options);
+}
+
 }  // namespace leaseproof::scenarios

@@ -153,5 +153,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
 // run of these options judges it (DESIGN.md section 4); the real-process lab's
 // checker (leaseproof check-real) uses the same.
 std::map<properties::GapCause, properties::RecoveryBound> lease_recovery_bounds(const LeaseScenarioOptions& options);
+// The watcher's path's bounds (lease.watch): the gaps a live watcher saw
+// through are judged by these instead (RecoveryChecker::set_watcher_bounds).
+std::map<properties::GapCause, properties::RecoveryBound> lease_watcher_bounds(const LeaseScenarioOptions& options);
 
 }  // namespace leaseproof::scenarios

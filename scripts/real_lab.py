@@ -26,6 +26,7 @@ when every check passed, 1 otherwise, 2 on bad arguments.
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -699,6 +700,13 @@ def main():
         status, output = check_real(fleet, args, worker_logs, fleet.events_path, sessions_path,
                                     ["--notices"] if args.notices else [])
         problems = [] if status == 0 else [line for line in output if "violation:" in line][:10] or output[-5:]
+        # The killed worker's takeovers must be judged by the watcher's bound
+        # (the workers' lease.watch lines): a lab where no watcher was seen
+        # would judge every gap by the looser sweep's bound and prove less.
+        crash = [line for line in output if line.strip().startswith("crash: gaps")]
+        watched = re.search(r"\((\d+) by the watcher's bound", crash[0]) if crash else None
+        if status == 0 and not (watched and int(watched.group(1)) > 0):
+            problems.append(f"check-real judged no crash gap by the watcher's bound: {crash[:1] or 'no crash line'}")
         failed += report(problems, f"check-real: the simulator's ownership and recovery checkers on {len(worker_logs)} "
                          f"worker logs, the lab's events and the hub's sessions (exit {status})")
         for line in output:

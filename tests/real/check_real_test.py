@@ -79,6 +79,19 @@ CASES = {
         "w2.log": [start("w2", 0), lease("lease.open", "w2", 60000, epoch=2)],
         "lab.jsonl": [lab("control.started", 50, connection="c0"), lab("lab.kill", 2000, worker="w1")],
     }, 1, "recovery: 1 violations"),
+    # 15 s from the kill to the next owner: within the sweep's bound (22.9 s),
+    # beyond the watcher's (12.2 s). A worker that logged lease.watch for the
+    # lease is the watcher's path, judged by the tighter bound.
+    "a watched takeover slower than the watcher's bound": ({
+        "w1.log": [start("w1", 0), lease("lease.open", "w1", 100)],
+        "w2.log": [start("w2", 0), lease("lease.watch", "w2", 1000), lease("lease.open", "w2", 17000, epoch=2)],
+        "lab.jsonl": [lab("control.started", 50, connection="c0"), lab("lab.kill", 2000, worker="w1")],
+    }, 1, "beyond the watcher's bound"),
+    "the same takeover unwatched is judged by the sweep's bound": ({
+        "w1.log": [start("w1", 0), lease("lease.open", "w1", 100)],
+        "w2.log": [start("w2", 0), lease("lease.open", "w2", 17000, epoch=2)],
+        "lab.jsonl": [lab("control.started", 50, connection="c0"), lab("lab.kill", 2000, worker="w1")],
+    }, 0, "(0 by the watcher's bound, 1 by the sweep's)"),
     "workers configured differently": ({
         "w1.log": [start("w1", 0), lease("lease.open", "w1", 100)],
         "w2.log": [dict(start("w2", 0), lease_ms=20000)],
