@@ -108,17 +108,21 @@ void ExactlyOnceChecker::on_sink_request(const sim::TraceEvent& event) {
   SinkRequest request{message, event.node, found == lives_.end() ? 0 : found->second.incarnation, event.true_time,
                       sink_details_.size(), event.detail.size()};
   sink_details_ += event.detail;
-  const auto later = [](const SinkRequest& r, uint64_t m) { return r.message < m; };
   if (sink_requests_.empty() || sink_requests_.back().message < message) {
     sink_requests_.push_back(request);
   } else {  // not in send order (a hand-built trace): kept sorted
-    sink_requests_.insert(std::lower_bound(sink_requests_.begin(), sink_requests_.end(), message, later), request);
+    sink_requests_.insert(find_sink_request(message), request);
   }
 }
 
+std::vector<ExactlyOnceChecker::SinkRequest>::const_iterator ExactlyOnceChecker::find_sink_request(
+    uint64_t message) const {
+  return std::lower_bound(sink_requests_.begin(), sink_requests_.end(), message,
+                          [](const SinkRequest& r, uint64_t m) { return r.message < m; });
+}
+
 std::string ExactlyOnceChecker::written_by(uint64_t message) const {
-  const auto found = std::lower_bound(sink_requests_.begin(), sink_requests_.end(), message,
-                                      [](const SinkRequest& r, uint64_t m) { return r.message < m; });
+  const auto found = find_sink_request(message);
   if (message == 0) return "";
   if (found == sink_requests_.end() || found->message != message) {
     return fmt::format(" (request message {}, no lease.request note)", message);

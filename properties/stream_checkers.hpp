@@ -111,6 +111,8 @@ class ExactlyOnceChecker {
   void on_sink_request(const sim::TraceEvent& event);
   // " (written by worker-1#2: record c3 2 1:5..1:9, request message 812 sent at @1m; its sender crashed at @1m1s)"
   std::string written_by(uint64_t message) const;
+  // The first kept request whose message id is at or after `message`.
+  std::vector<SinkRequest>::const_iterator find_sink_request(uint64_t message) const;
 
   bool excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from, int64_t to) const;
   void on_reset(const sim::TraceEvent& event);
