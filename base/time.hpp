@@ -103,6 +103,12 @@ constexpr Duration operator""_min(unsigned long long v) { return Duration::from_
 constexpr Duration operator""_h(unsigned long long v) { return Duration::from_h(static_cast<int64_t>(v)); }
 }  // namespace literals
 
+// One node's clock readings at one moment, as the sans-IO cores take them.
+struct ClockReading {
+  Instant wall;       // Unix-epoch ns; may step
+  Instant monotonic;  // never steps
+};
+
 }  // namespace leaseproof
 
 template <>

@@ -33,10 +33,7 @@
 namespace leaseproof::lease {
 
 // The worker's own clock readings at the moment of a call.
-struct Clock {
-  Instant wall;       // Unix-epoch ns; may step
-  Instant monotonic;  // never steps
-};
+using Clock = ClockReading;
 
 enum class RequestKind : uint8_t { acquire, renew, release, read, reconcile };
 enum class CloseReason : uint8_t { released, deadline, lost, drained, stopped };

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
+#include "base/backoff.hpp"
 
 namespace leaseproof::resume {
 namespace {
@@ -216,34 +217,17 @@ void ResumeClient::on_record_failed(uint64_t batch, Instant now, ClientActions& 
   out.push_back(ClientMark{"client.record_retry"});
   const Duration ceiling = record_retry_ceiling();
   if (record_failures_ < 64) ++record_failures_;  // past any cap: counting further changes nothing
-  retry_at_ = now + (config_.jitter ? full_jitter(ceiling) : ceiling);
-}
-
-namespace {
-
-// base * 2^doublings, at most cap. Doubles step by step: never overflows.
-Duration doubled(Duration base, uint32_t doublings, Duration cap) {
-  Duration ceiling = base;
-  for (uint32_t i = 0; i < doublings && ceiling < cap; ++i) ceiling = ceiling > cap / 2 ? cap : ceiling * 2;
-  return std::min(ceiling, cap);
-}
-
-}  // namespace
-
-Duration ResumeClient::full_jitter(Duration ceiling) {
-  LP_ASSERT(!ceiling.is_negative());
-  // Uniform in [0, ceiling], both ends included.
-  return Duration::from_ns(static_cast<int64_t>(random_.below(static_cast<uint64_t>(ceiling.ns()) + 1)));
+  retry_at_ = now + (config_.jitter ? full_jitter(random_, ceiling) : ceiling);
 }
 
 Duration ResumeClient::record_retry_ceiling() const {
-  return doubled(config_.record_retry_base, record_failures_, config_.record_retry_cap);
+  return leaseproof::backoff_ceiling(config_.record_retry_base, record_failures_, config_.record_retry_cap);
 }
 
 Duration ResumeClient::backoff_ceiling(uint16_t code) const {
   const auto it = config_.reconnect_base_by_code.find(code);
-  return doubled(it != config_.reconnect_base_by_code.end() ? it->second : config_.reconnect_base, attempt_,
-                 config_.reconnect_cap);
+  const Duration base = it != config_.reconnect_base_by_code.end() ? it->second : config_.reconnect_base;
+  return leaseproof::backoff_ceiling(base, attempt_, config_.reconnect_cap);
 }
 
 void ResumeClient::on_closed(uint16_t code, Instant now, ClientActions& out) {
@@ -260,7 +244,7 @@ void ResumeClient::on_closed(uint16_t code, Instant now, ClientActions& out) {
     return;
   }
   const Duration ceiling = backoff_ceiling(code);
-  const Duration delay = config_.jitter ? full_jitter(ceiling) : ceiling;
+  const Duration delay = config_.jitter ? full_jitter(random_, ceiling) : ceiling;
   LP_ASSERT_LE(delay, ceiling);
   if (attempt_ < 64) ++attempt_;  // 2^64 is past any cap: counting further changes nothing
   reconnect_at_ = now + delay;

@@ -130,7 +130,6 @@ class ResumeClient {
   Duration record_retry_ceiling() const;
 
  private:
-  Duration full_jitter(Duration ceiling);
   void connect(Instant now, ClientActions& out);
   void maybe_record(Instant now, ClientActions& out);
   // When the buffered partial batch is due (linger); max when none waits.
