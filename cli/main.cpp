@@ -22,6 +22,7 @@
 #include "cli/check_real_command.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/dynamo_command.hpp"
+#include "cli/registry_command.hpp"
 #include "cli/gate_command.hpp"
 #include "cli/real_commands.hpp"
 #include "cli/worker_commands.hpp"
@@ -374,6 +375,9 @@ int main(int argc, char** argv) {
   leaseproof::cli::ControlArgs control_args;
   const leaseproof::cli::ControlCommands control = leaseproof::cli::add_control_command(app, control_args);
 
+  leaseproof::cli::RegistryScaleArgs registry_scale_args;
+  CLI::App* registry_scale = leaseproof::cli::add_registry_command(app, registry_scale_args);
+
   leaseproof::cli::DynamoReplayArgs replay_args;
   CLI::App* dynamo = app.add_subcommand("dynamo", "The simulated DynamoDB");
   dynamo->require_subcommand(1);
@@ -412,6 +416,7 @@ int main(int argc, char** argv) {
     if (sweep->parsed()) return sweep_command(sweep_args);
     if (merge->parsed()) return report_merge_command(merge_args);
     if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
+    if (registry_scale->parsed()) return leaseproof::cli::registry_scale_command(registry_scale_args);
     if (hub->parsed()) return leaseproof::cli::hub_command(hub_args);
     if (subscribe->parsed()) return leaseproof::cli::subscribe_command(subscribe_args);
     if (relay->parsed()) return leaseproof::cli::relay_command(relay_args);
