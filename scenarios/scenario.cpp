@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/kernel.hpp"
+#include "scenarios/registry.hpp"
 #include "scenarios/lease.hpp"
 #include "scenarios/stream_lab.hpp"
 #include "sim/world.hpp"
@@ -128,6 +129,20 @@ std::span<const Scenario> scenarios() {
       lab_scenario("stream-silent-subscriber", "lab: a subscriber that never answers pings is cut within 6 s", Duration::from_s(10)),
       lab_scenario("stream-wave", "lab: 1,000 subscribers closed with 1012, peak reconnects per second", Duration::from_s(60)),
       lab_scenario("stream-empty-reconnect", "lab: a subscriber of an empty channel reconnects after a hub restart", Duration::from_s(30)),
+      {"registry",
+       "seed 003's connection registry: 100 clients in rooms, churn, lost $disconnects, a gateway maintenance, "
+       "throttling and GSI lag; delivery and staleness",
+       Duration::from_min(30), [](const RunConfig& config) { return run_registry("registry", config); },
+       [](const RunConfig& config) { return validate_registry("registry", config); }},
+      {"registry-swarm",
+       "seed 003's registry with its whole configuration drawn from the seed (fleet, rooms, shards, TTL, losses, "
+       "throttling, maintenance, mass closes)",
+       Duration::from_min(30), [](const RunConfig& config) { return run_registry("registry-swarm", config); },
+       [](const RunConfig& config) { return validate_registry("registry-swarm", config); }},
+      {"registry-big-room",
+       "seed 003's registry with one room of 2,000 members and a broadcast to it every 100 ms: a hot partition",
+       Duration::from_min(3), [](const RunConfig& config) { return run_registry("registry-big-room", config); },
+       [](const RunConfig& config) { return validate_registry("registry-big-room", config); }},
   };
   return kScenarios;
 }

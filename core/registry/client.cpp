@@ -228,7 +228,7 @@ void RegistryClient::on_batch(OperationId id, Operation& op, Call call, const dy
   LP_ASSERT_LE(unprocessed, sent);
   removed.rows_deleted += static_cast<uint32_t>(sent - unprocessed);
   if (unprocessed > 0) {
-    if (config_.algorithm == Algorithm::seed) {
+    if (config_.has(Flaw::drop_unprocessed)) {
       out.push_back(Mark{"registry.unprocessed_dropped"});  // the seed's loop never looks
     } else {
       // Some went through (DynamoDB answers a batch of which nothing could

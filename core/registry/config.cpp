@@ -6,7 +6,17 @@ namespace leaseproof::registry {
 
 std::string_view to_string(Algorithm algorithm) { return algorithm == Algorithm::core ? "core" : "seed"; }
 
+std::string_view to_string(Flaw flaw) {
+  switch (flaw) {
+    case Flaw::drop_unprocessed: return "drop_unprocessed";
+    case Flaw::no_expiry_filter: return "no_expiry_filter";
+    case Flaw::one_partition: return "one_partition";
+  }
+  return "?";
+}
+
 std::string RegistryConfig::validate() const {
+  if (flaws > 7) return fmt::format("registry.flaws ({}) must be a combination of the three flaws (0..7)", flaws);
   if (table.name.empty()) return "registry.table.name must not be empty";
   if (table.by_connection_index.empty() || table.by_user_index.empty()) {
     return "registry.table index names must not be empty";

@@ -22,6 +22,16 @@ namespace leaseproof::registry {
 enum class Algorithm : uint8_t { core, seed };
 std::string_view to_string(Algorithm algorithm);
 
+// The seed's three flaws, to turn on one at a time (the seed algorithm has
+// all three): each is caught by the property it breaks (docs/registry.md).
+enum class Flaw : uint8_t {
+  drop_unprocessed = 1,  // BatchWriteItem's UnprocessedItems are never retried
+  no_expiry_filter = 2,  // answers count rows whose TTL passed (until TTL deletes them)
+  one_partition = 4,     // a room is one partition key, however big
+};
+std::string_view to_string(Flaw flaw);
+inline constexpr Flaw kFlaws[] = {Flaw::drop_unprocessed, Flaw::no_expiry_filter, Flaw::one_partition};
+
 struct RegistryTable {
   std::string name = "rt-registry";
   std::string by_connection_index = "byConnection";  // pk connectionId
@@ -30,6 +40,8 @@ struct RegistryTable {
 
 struct RegistryConfig {
   Algorithm algorithm = Algorithm::core;
+  // Flaws of the seed on top of the core algorithm (a bit per Flaw).
+  uint8_t flaws = 0;
   RegistryTable table;
   // Partition keys per room ("room#<room>#<shard>"): a 50,000-member room on
   // one key concentrates its writes and every broadcast's reads on one
@@ -59,6 +71,10 @@ struct RegistryConfig {
 
   // "" when valid; otherwise names the field and what is allowed.
   std::string validate() const;
+  // The seed algorithm has every flaw.
+  bool has(Flaw flaw) const {
+    return algorithm == Algorithm::seed || (flaws & static_cast<uint8_t>(flaw)) != 0;
+  }
 };
 
 }  // namespace leaseproof::registry

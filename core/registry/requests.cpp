@@ -30,7 +30,7 @@ dynamo::QueryRequest query(const RegistryConfig& config, const std::optional<Ite
 }  // namespace
 
 uint32_t room_shards(const RegistryConfig& config) {
-  return config.algorithm == Algorithm::seed ? 1 : config.room_shards;
+  return config.has(Flaw::one_partition) ? 1 : config.room_shards;
 }
 
 uint32_t shard_of(std::string_view connection, uint32_t shards) {
@@ -80,7 +80,7 @@ dynamo::Request members_query(const RegistryConfig& config, std::string_view roo
   request.expression_attribute_values[":pk"] = S(room_key(room, shard));
   request.projection_expression = "connectionId, userId, expiresAt";
   request.limit = config.query_page_items_max;
-  if (config.algorithm == Algorithm::core) {
+  if (!config.has(Flaw::no_expiry_filter)) {
     request.filter_expression = "expiresAt > :now";
     request.expression_attribute_values[":now"] = N(floor_div(now_wall_ms, 1000));
   }
@@ -116,7 +116,7 @@ dynamo::Request presence_query(const RegistryConfig& config, std::string_view us
   request.key_condition_expression = "userId = :u";
   request.expression_attribute_values[":u"] = S(user);
   request.select = dynamo::Select::count;
-  if (config.algorithm == Algorithm::seed) {
+  if (config.has(Flaw::no_expiry_filter)) {
     request.limit = 1;  // the seed's isOnline: Limit 1, Select COUNT, no filter
     return request;
   }

@@ -23,7 +23,7 @@
 
 namespace leaseproof::registry {
 
-// Partition keys a room is spread over (the seed algorithm: one).
+// Partition keys a room is spread over (with Flaw::one_partition: one).
 uint32_t room_shards(const RegistryConfig& config);
 // The seed's shardOf: h = h * 31 + code unit, mod 2^32, then mod shards, so a
 // table written by the seed's TypeScript is read the same (ASCII ids).

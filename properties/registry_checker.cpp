@@ -1,0 +1,221 @@
+#include "properties/registry_checker.hpp"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "base/assert.hpp"
+
+namespace leaseproof::properties {
+namespace {
+
+constexpr uint64_t kViolationsListedPerKind = 5;
+
+std::vector<std::string> words(std::string_view text) {
+  std::vector<std::string> out;
+  std::istringstream in{std::string{text}};
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
+}
+
+std::string at(Instant t) { return fmt::format("@{}", t - Instant{}); }
+
+}  // namespace
+
+void RegistryChecker::violation(std::string_view kind, std::string text) {
+  auto it = listed_by_kind_.find(kind);
+  if (it == listed_by_kind_.end()) it = listed_by_kind_.emplace(std::string{kind}, 0).first;
+  if (it->second < kViolationsListedPerKind) {
+    ++it->second;
+    violations_.push_back(std::move(text));
+  } else {
+    ++unlisted_;
+  }
+}
+
+bool RegistryChecker::expired(const std::string& connection, const std::string& room, Instant when) const {
+  const auto it = rows_.find({connection, room});
+  return it != rows_.end() && when > it->second + bounds_.ttl + bounds_.ttl_slack;
+}
+
+void RegistryChecker::observe(const sim::TraceEvent& event) {
+  if (event.kind != sim::EventKind::note) return;
+  const std::string_view label = event.label;
+  if (!label.starts_with("gw.") && !label.starts_with("registry.")) return;
+  const Instant now = event.true_time;
+  check_joins(now);
+  if (label == "gw.join") {
+    const auto w = words(event.detail);
+    std::pair key{w.at(0), w.at(1)};
+    if (event.value == 0) {
+      ++figures_.joins_asked;
+      if (!rows_.contains(key) && joins_waiting_.emplace(key, now).second) {
+        join_deadlines_.emplace(now + bounds_.join_bound, std::move(key));
+      }
+    } else {
+      ++figures_.join_retries;
+    }
+  } else if (label == "gw.connect") {
+    const auto w = words(event.detail);
+    Connection& c = connections_[w.at(0)];
+    c.user = w.at(1);
+    users_[c.user].insert(w.at(0));
+  } else if (label == "gw.gone") {
+    const std::string connection = words(event.detail).at(0);
+    Connection& c = connections_[connection];
+    c.alive = false;
+    c.died = now;
+    for (auto it = joins_waiting_.lower_bound({connection, ""}); it != joins_waiting_.end() && it->first.first == connection;) {
+      it = joins_waiting_.erase(it);
+    }
+  } else if (label == "registry.joined") {
+    const auto w = words(event.detail);
+    rows_[{w.at(0), w.at(1)}] = now;
+    rooms_[w.at(1)].insert(w.at(0));
+    joins_waiting_.erase({w.at(0), w.at(1)});
+  } else if (label == "registry.remove") {
+    removals_[event.value] = {std::string{event.detail}, now};
+  } else if (label == "registry.removed") {
+    const auto w = words(event.detail);
+    const auto it = removals_.find(event.value);
+    LP_ASSERT(it != removals_.end());
+    if (w.at(3) == "-") {
+      ++figures_.removals_ok;
+      auto& removed = connections_[w.at(0)].removed;
+      if (!removed) removed = std::pair{it->second.second, now};
+    } else {
+      ++figures_.removals_failed;
+    }
+    removals_.erase(it);
+  } else if (label == "registry.broadcast") {
+    Broadcast& b = broadcasts_[event.value];
+    b.room = std::string{event.detail};
+    b.began = now;
+    ++figures_.broadcasts;
+    for (const std::string& connection : rooms_[b.room]) {
+      const bool settled = rows_.at({connection, b.room}) + bounds_.read_window <= now;
+      if (connections_[connection].alive && settled) b.expected.push_back(connection);
+    }
+  } else if (label == "gw.post") {
+    on_post(event);
+  } else if (label == "registry.broadcast_end") {
+    on_broadcast_end(event);
+  } else if (label == "registry.presence") {
+    on_presence(event);
+  }
+}
+
+void RegistryChecker::check_joins(Instant now) {
+  while (!join_deadlines_.empty() && join_deadlines_.begin()->first < now) {
+    auto node = join_deadlines_.extract(join_deadlines_.begin());
+    const auto waiting = joins_waiting_.find(node.mapped());
+    if (waiting == joins_waiting_.end() || waiting->second + bounds_.join_bound != node.key()) continue;
+    violation("membership", fmt::format("membership: {} asked to join {} at {} and, still connected, was not a member "
+                                        "{} later (the join bound)",
+                                        waiting->first.first, waiting->first.second, at(waiting->second),
+                                        bounds_.join_bound));
+    joins_waiting_.erase(waiting);
+  }
+}
+
+void RegistryChecker::finish(Instant end) { check_joins(end); }
+
+void RegistryChecker::on_post(const sim::TraceEvent& event) {
+  const auto w = words(event.detail);
+  const std::string& connection = w.at(0);
+  const auto b = broadcasts_.find(event.value);
+  if (b == broadcasts_.end()) return;
+  b->second.last_status[connection] = w.at(1);
+  const Connection& c = connections_[connection];
+  if (!c.alive) ++figures_.ghost_posts;
+  const Instant now = event.true_time;
+  if (expired(connection, b->second.room, now)) {
+    violation("ttl", fmt::format("staleness: broadcast {} to {} posted to {} at {}, whose row there expired at {} (joined "
+                          "{} + ttl {}): an answer counted a row past its TTL",
+                          event.value, b->second.room, connection, at(now),
+                          at(rows_.at({connection, b->second.room}) + bounds_.ttl),
+                          at(rows_.at({connection, b->second.room})), bounds_.ttl));
+  }
+  if (c.removed && b->second.began > c.removed->second + bounds_.read_window) {
+    const auto row = rows_.find({connection, b->second.room});
+    const bool written_too_late = row != rows_.end() && row->second + bounds_.gsi_lag_max >= c.removed->first;
+    if (!written_too_late) {
+      violation("removed", fmt::format("staleness: broadcast {} to {} (began {}) posted to {}, whose rows a removal ({} .. {}) "
+                            "reported removed; its row there was written {}",
+                            event.value, b->second.room, at(b->second.began), connection, at(c.removed->first),
+                            at(c.removed->second), row != rows_.end() ? at(row->second) : std::string{"never"}));
+    }
+  }
+}
+
+void RegistryChecker::on_broadcast_end(const sim::TraceEvent& event) {
+  const auto it = broadcasts_.find(event.value);
+  if (it == broadcasts_.end()) return;
+  const Broadcast b = std::move(it->second);
+  broadcasts_.erase(it);
+  const auto w = words(event.detail);  // room members delivered gone failed rows_left prune_failures error
+  const std::string error = w.size() > 7 ? w[7] : "-";
+  const bool prunes_ok = w.at(6) == "0";
+  for (const std::string& connection : b.expected) {
+    const Connection& c = connections_[connection];
+    if (!c.alive) continue;  // not a member for the whole broadcast
+    ++figures_.expected_deliveries;
+    const auto status = b.last_status.find(connection);
+    if (status != b.last_status.end() && status->second == "ok") {
+      ++figures_.delivered;
+    } else if (status != b.last_status.end()) {
+      ++figures_.misses_gateway;
+    } else {
+      ++figures_.misses_not_in_answer;
+      const std::string cause =
+          error != "-" ? fmt::format("the member query failed ({})", error)
+          : c.removed ? fmt::format("its rows were removed by a removal that began {} while it lived", at(c.removed->first))
+                           : std::string{"the answer left it out"};
+      violation("delivery", fmt::format("delivery: broadcast {} to {} ({} .. {}) missed {}, a live member since {}: {}",
+                            event.value, b.room, at(b.began), at(event.true_time), connection,
+                            at(rows_.at({connection, b.room})), cause));
+    }
+  }
+  // A 410's prune that reported success removes the connection everywhere.
+  if (prunes_ok) {
+    for (const auto& [connection, status] : b.last_status) {
+      if (status != "gone") continue;
+      auto& removed = connections_[connection].removed;
+      if (!removed) removed = std::pair{b.began, event.true_time};
+    }
+  }
+}
+
+void RegistryChecker::on_presence(const sim::TraceEvent& event) {
+  const auto w = words(event.detail);
+  if (w.at(1) != "online") return;
+  ++figures_.presence_answers;
+  const Instant now = event.true_time;
+  bool live_row = false;
+  bool ghost = false;
+  for (const std::string& connection : users_[w.at(0)]) {
+    for (const auto& [room, members] : rooms_) {
+      if (!members.contains(connection) || expired(connection, room, now)) continue;
+      live_row = true;
+      if (!connections_[connection].alive) ghost = true;
+    }
+  }
+  if (!live_row) {
+    violation("presence", fmt::format("staleness: presence answered {} online at {}, but every row of the user is past its TTL "
+                          "(ttl {})",
+                          w.at(0), at(now), bounds_.ttl));
+  } else if (ghost) {
+    ++figures_.presence_online_ghosts;
+  }
+}
+
+std::string RegistryChecker::summary() const {
+  const Figures& f = figures_;
+  return fmt::format("registry: {} joins asked ({} asked again after a failure); {} broadcasts, {} of {} expected deliveries made ({} left out of the answer, {} "
+                     "refused by the gateway past every attempt); {} posts to dead connections; {} presence answers "
+                     "online ({} from rows of dead connections within the TTL); removals {} reported ok, {} failed",
+                     f.joins_asked, f.join_retries, f.broadcasts, f.delivered, f.expected_deliveries, f.misses_not_in_answer, f.misses_gateway,
+                     f.ghost_posts, f.presence_answers, f.presence_online_ghosts, f.removals_ok, f.removals_failed);
+}
+
+}  // namespace leaseproof::properties

@@ -1,0 +1,117 @@
+#pragma once
+// The connection registry's properties (seed 003), decided from the trace of
+// the registry scenario alone: the gateway's notes say what is true (which
+// connections live, gw.connect / gw.gone; what each post answered, gw.post),
+// the handler's what the registry did and answered (registry.joined,
+// registry.remove / removed, registry.broadcast / broadcast_end,
+// registry.presence). docs/registry.md states each property and its bound.
+//
+//   delivery    a broadcast reaches every connection that was a live member
+//               of its room for the whole broadcast (its join completed
+//               before the broadcast began, less the read window of an
+//               eventually consistent Query, and it was connected from then
+//               to the broadcast's end). A member the answer left out is a
+//               violation, with the cause; a post the gateway throttled past
+//               every attempt is a miss the gateway caused, counted apart.
+//   membership  a connection that asked to join a room (gw.join) and stayed
+//               connected is a member (registry.joined) within `join_bound`:
+//               the client's attempts, each answered or timed out.
+//   staleness   no answer (a broadcast's posts, a presence answer) counts a
+//               row past its TTL (its join + ttl, within `ttl_slack`), and no
+//               broadcast that began after a removal of a connection reported
+//               success (a $disconnect's, or a 410's prune; plus the read
+//               window) posts to it again,
+//               unless its row was written too late for that removal to see
+//               (its join completed after the removal began, less the GSI's
+//               largest lag).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/time.hpp"
+#include "sim/trace.hpp"
+
+namespace leaseproof::properties {
+
+struct RegistryBounds {
+  Duration ttl;
+  Duration ttl_slack = Duration::from_s(2);  // expiresAt is whole seconds; clocks are read at send
+  Duration gsi_lag_max;
+  // How long after a write an eventually consistent read may still miss it
+  // (a member's join, a removal's deletes).
+  Duration read_window;
+  Duration join_bound;
+};
+
+class RegistryChecker {
+ public:
+  explicit RegistryChecker(RegistryBounds bounds) : bounds_(bounds) {}
+  void observe(const sim::TraceEvent& event);
+  // Judges the joins still waiting at the end of the run.
+  void finish(Instant end);
+
+  const std::vector<std::string>& violations() const { return violations_; }
+  uint64_t violations_unlisted() const { return unlisted_; }
+  // Figures for the summary and the coverage counters.
+  struct Figures {
+    uint64_t broadcasts = 0;
+    uint64_t expected_deliveries = 0;
+    uint64_t delivered = 0;
+    uint64_t misses_not_in_answer = 0;
+    uint64_t misses_gateway = 0;      // throttled or failed past every attempt
+    uint64_t ghost_posts = 0;         // posts to dead connections (410), within the bounds
+    uint64_t presence_answers = 0;
+    uint64_t presence_online_ghosts = 0;  // online from rows of dead connections, within the bounds
+    uint64_t removals_ok = 0;
+    uint64_t removals_failed = 0;
+    uint64_t joins_asked = 0;
+    uint64_t join_retries = 0;
+  };
+  const Figures& figures() const { return figures_; }
+  std::string summary() const;
+
+ private:
+  struct Connection {
+    std::string user;
+    bool alive = true;
+    Instant died;
+    // The earliest removal that reported success: when it began (what it
+    // could see) and ended (reads after it plus the read window see it).
+    std::optional<std::pair<Instant, Instant>> removed;
+  };
+  struct Broadcast {
+    std::string room;
+    Instant began;
+    std::vector<std::string> expected;                 // live members at the start
+    std::map<std::string, std::string> last_status;    // connection -> last post answer
+  };
+  // Keeps the first few of each kind, so that one kind cannot hide another.
+  void violation(std::string_view kind, std::string text);
+  void on_post(const sim::TraceEvent& event);
+  void on_broadcast_end(const sim::TraceEvent& event);
+  void on_presence(const sim::TraceEvent& event);
+  bool expired(const std::string& connection, const std::string& room, Instant at) const;
+  void check_joins(Instant now);
+
+  RegistryBounds bounds_;
+  std::map<std::string, Connection> connections_;
+  std::map<std::pair<std::string, std::string>, Instant> rows_;  // (connection, room) -> join completed
+  std::map<std::string, std::set<std::string>> rooms_;           // room -> connections that joined
+  std::map<std::string, std::set<std::string>> users_;           // user -> connections
+  std::map<int64_t, std::pair<std::string, Instant>> removals_;  // op -> connection, start
+  std::map<int64_t, Broadcast> broadcasts_;
+  // Joins asked and not done: (connection, room) -> first ask; and their
+  // deadlines in order (entries whose join is done are skipped).
+  std::map<std::pair<std::string, std::string>, Instant> joins_waiting_;
+  std::multimap<Instant, std::pair<std::string, std::string>> join_deadlines_;
+  Figures figures_;
+  std::vector<std::string> violations_;
+  uint64_t unlisted_ = 0;
+  std::map<std::string, uint64_t, std::less<>> listed_by_kind_;
+};
+
+}  // namespace leaseproof::properties

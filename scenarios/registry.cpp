@@ -1,0 +1,315 @@
+#include "scenarios/registry.hpp"
+
+#include <fmt/format.h>
+
+#include "base/assert.hpp"
+#include "core/registry/requests.hpp"
+#include "models/dynamo_node.hpp"
+#include "models/dynamo_store.hpp"
+#include "models/registry_world.hpp"
+#include "properties/registry_checker.hpp"
+#include "properties/sim_invariants.hpp"
+#include "sim/prng.hpp"
+#include "sim/world.hpp"
+
+namespace leaseproof::scenarios {
+namespace {
+
+struct RegistryOptions {
+  models::RegistryWorkload workload;
+  registry::RegistryConfig config;
+  bool throttling = true;
+  int64_t partition_wcu_per_s = 20;
+  int64_t partition_rcu_per_s = 300;
+  uint32_t partitions = 4;
+  // DynamoDB deletes expired items "typically within a few days"; scaled
+  // with the TTL (20 minutes here for 2 h 10 min).
+  Duration ttl_sweep_lag_max = Duration::from_min(10);
+  Duration duration = Duration::from_min(30);
+};
+
+RegistryOptions defaults(std::string_view name, uint64_t seed) {
+  RegistryOptions o;
+  o.workload.clients = 100;
+  o.workload.users = 80;
+  o.workload.rooms = 12;
+  o.workload.lifetime_min = Duration::from_min(1);
+  o.workload.lifetime_max = Duration::from_min(10);
+  o.workload.connection_cap = Duration::from_min(15);
+  o.workload.maintenances = {Instant{} + Duration::from_min(12)};
+  o.workload.mass_closes = {Instant{} + Duration::from_min(18)};
+  o.workload.quiet_rooms = 4;
+  o.workload.posts_per_s = 500;
+  o.workload.broadcast_interval = Duration::from_s(1);
+  o.workload.presence_interval = Duration::from_s(1);
+  o.config.ttl = Duration::from_min(20);
+  if (name == "registry-swarm") {
+    // Everything drawn from the seed (TigerBeetle's swarm testing): a
+    // failure prints the options it ran with, and the seed reproduces them.
+    sim::Prng draw(sim::derive_seed(seed, "registry/swarm"));
+    models::RegistryWorkload& w = o.workload;
+    w.clients = static_cast<uint32_t>(draw.uniform(20, 200));
+    w.users = static_cast<uint32_t>(draw.uniform(w.clients / 2, w.clients));
+    w.rooms = static_cast<uint32_t>(draw.uniform(2, 30));
+    w.rooms_per_client = static_cast<uint32_t>(draw.uniform(1, std::min<int64_t>(5, w.rooms)));
+    w.big_room_share = Ratio::percent(static_cast<uint64_t>(draw.uniform(0, 100)));
+    w.quiet_rooms = static_cast<uint32_t>(draw.uniform(0, w.rooms / 2));
+    w.abrupt_share = Ratio::percent(static_cast<uint64_t>(draw.uniform(0, 60)));
+    w.disconnect_loss = Ratio::percent(static_cast<uint64_t>(draw.uniform(0, 50)));
+    w.vanish_share = Ratio::percent(static_cast<uint64_t>(draw.uniform(0, 100)));
+    w.connection_cap = Duration::from_min(draw.uniform(5, 20));
+    w.lifetime_max = std::min(w.connection_cap, Duration::from_min(draw.uniform(1, 15)));
+    w.lifetime_min = Duration::from_s(draw.uniform(10, 60));
+    w.broadcast_interval = Duration::from_ms(draw.uniform(200, 3000));
+    w.posts_per_s = draw.uniform(50, 2000);
+    w.maintenances.clear();
+    w.mass_closes.clear();
+    if (draw.chance(Ratio{1, 2})) w.maintenances.push_back(Instant{} + Duration::from_s(draw.uniform(60, 1500)));
+    if (draw.chance(Ratio{1, 2})) w.mass_closes.push_back(Instant{} + Duration::from_s(draw.uniform(60, 1500)));
+    o.config.room_shards = static_cast<uint32_t>(draw.uniform(1, 16));
+    o.config.ttl = w.connection_cap + Duration::from_min(draw.uniform(1, 10));
+    o.throttling = draw.chance(Ratio{3, 4});
+    o.partition_wcu_per_s = draw.uniform(10, 200);
+    o.partition_rcu_per_s = draw.uniform(100, 3000);
+    o.ttl_sweep_lag_max = Duration::from_s(draw.uniform(1, 900));
+  }
+  if (name == "registry-big-room") {
+    // One room of 2,000 members, a broadcast to it every 100 ms, no churn
+    // events: the load that one partition key per room cannot carry.
+    o.workload.clients = 2000;
+    o.workload.users = 2000;
+    o.workload.rooms = 1;
+    o.workload.rooms_per_client = 1;
+    o.workload.quiet_rooms = 0;
+    o.workload.broadcast_interval = Duration::from_ms(100);
+    o.workload.maintenances.clear();
+    o.workload.mass_closes.clear();
+    o.workload.posts_per_s = 100'000;
+    o.duration = Duration::from_min(3);
+  }
+  return o;
+}
+
+std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
+  if (!p.is_object()) return "parameters: expected a JSON object";
+  static const char* const kAllowed =
+      "algorithm, flaws, clients, users, rooms, rooms_per_client, room_shards, ttl, connection_cap, disconnect_loss_pct, "
+      "abrupt_pct, maintenance_at, mass_close_at, quiet_rooms, throttling, partition_wcu_per_s, "
+      "partition_rcu_per_s, posts_per_s, broadcast_interval";
+  for (const auto& [key, value] : p.items()) {
+    if (std::string_view{kAllowed}.find(key) == std::string_view::npos || key.empty()) {
+      return fmt::format("{}: unknown field; allowed: {}", key, kAllowed);
+    }
+  }
+  auto integer = [&](const char* key, int64_t low, int64_t high, auto& out) -> std::string {
+    if (!p.contains(key)) return {};
+    const auto& v = p[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > high) {
+      return fmt::format("{}: expected an integer in {}..{}, got {}", key, low, high, v.dump());
+    }
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v.get<int64_t>());
+    return {};
+  };
+  auto duration = [&](const char* key, Duration low, Duration high, Duration& out) -> std::string {
+    if (!p.contains(key)) return {};
+    std::optional<Duration> parsed = p[key].is_string() ? parse_duration(p[key].get<std::string>()) : std::nullopt;
+    if (!parsed || *parsed < low || *parsed > high) {
+      return fmt::format("{}: expected a duration string in {}..{}, got {}", key, low, high, p[key].dump());
+    }
+    out = *parsed;
+    return {};
+  };
+  if (p.contains("algorithm")) {
+    const auto& v = p["algorithm"];
+    if (!v.is_string() || (v != "core" && v != "seed")) {
+      return fmt::format("algorithm: expected \"core\" or \"seed\", got {}", v.dump());
+    }
+    o.config.algorithm = v == "seed" ? registry::Algorithm::seed : registry::Algorithm::core;
+  }
+  if (p.contains("flaws")) {
+    const auto& v = p["flaws"];
+    const std::string allowed = "an array of \"drop_unprocessed\", \"no_expiry_filter\", \"one_partition\"";
+    if (!v.is_array()) return fmt::format("flaws: expected {}, got {}", allowed, v.dump());
+    for (const auto& name : v) {
+      bool known = false;
+      for (registry::Flaw flaw : registry::kFlaws) {
+        if (name.is_string() && name.get<std::string>() == registry::to_string(flaw)) {
+          o.config.flaws |= static_cast<uint8_t>(flaw);
+          known = true;
+        }
+      }
+      if (!known) return fmt::format("flaws: expected {}, got {}", allowed, name.dump());
+    }
+  }
+  models::RegistryWorkload& w = o.workload;
+  int64_t disconnect_loss = -1;
+  int64_t abrupt = -1;
+  for (std::string e : {integer("clients", 1, 2000, w.clients), integer("users", 1, 2000, w.users),
+                        integer("rooms", 1, 1000, w.rooms), integer("rooms_per_client", 1, 25, w.rooms_per_client),
+                        integer("room_shards", 1, 100, o.config.room_shards),
+                        integer("disconnect_loss_pct", 0, 100, disconnect_loss), integer("abrupt_pct", 0, 100, abrupt),
+                        integer("partition_wcu_per_s", 1, 100000, o.partition_wcu_per_s),
+                        integer("partition_rcu_per_s", 1, 100000, o.partition_rcu_per_s),
+                        integer("posts_per_s", 1, 1000000, w.posts_per_s),
+                        duration("ttl", Duration::from_min(1), Duration::from_h(48), o.config.ttl),
+                        duration("connection_cap", Duration::from_min(1), Duration::from_h(48), w.connection_cap),
+                        duration("broadcast_interval", Duration::from_ms(10), Duration::from_min(10),
+                                 w.broadcast_interval)}) {
+    if (!e.empty()) return e;
+  }
+  if (disconnect_loss >= 0) w.disconnect_loss = Ratio{static_cast<uint64_t>(disconnect_loss), 100};
+  if (abrupt >= 0) w.abrupt_share = Ratio{static_cast<uint64_t>(abrupt), 100};
+  if (p.contains("throttling")) {
+    if (!p["throttling"].is_boolean()) return fmt::format("throttling: expected true or false, got {}", p["throttling"].dump());
+    o.throttling = p["throttling"].get<bool>();
+  }
+  if (std::string e = integer("quiet_rooms", 0, 1000, w.quiet_rooms); !e.empty()) return e;
+  if (p.contains("mass_close_at")) {
+    Duration at;
+    if (std::string e = duration("mass_close_at", Duration::zero(), Duration::from_h(48), at); !e.empty()) return e;
+    w.mass_closes = {Instant{} + at};
+  }
+  if (p.contains("maintenance_at")) {
+    Duration at;
+    if (std::string e = duration("maintenance_at", Duration::zero(), Duration::from_h(48), at); !e.empty()) return e;
+    w.maintenances = {Instant{} + at};
+  }
+  if (w.users > w.clients) return fmt::format("users ({}) must be at most clients ({})", w.users, w.clients);
+  if (o.config.ttl <= w.connection_cap) {
+    return fmt::format("ttl ({}) must be longer than connection_cap ({}): a live connection's row must not expire",
+                       o.config.ttl, w.connection_cap);
+  }
+  if (w.lifetime_max > w.connection_cap) w.lifetime_max = w.connection_cap;
+  if (w.lifetime_min > w.lifetime_max) w.lifetime_min = w.lifetime_max;
+  return o.config.validate();
+}
+
+RegistryOptions options_of(std::string_view name, const RunConfig& config) {
+  RegistryOptions o = defaults(name, config.seed);
+  const std::string error = read_parameters(config.parameters, o);
+  LP_ASSERT_MSG(error.empty(), "unchecked parameters: {}", error);
+  o.duration = config.duration.value_or(o.duration);
+  return o;
+}
+
+models::DynamoStoreOptions store_options(const RegistryOptions& o) {
+  models::DynamoStoreOptions s;
+  s.throttling = o.throttling;
+  s.partition_wcu_per_s = o.partition_wcu_per_s;
+  s.partition_rcu_per_s = o.partition_rcu_per_s;
+  s.partitions_per_table = o.partitions;
+  s.ttl_sweep_lag_max = o.ttl_sweep_lag_max;
+  s.ttl_attribute[o.config.table.name] = "expiresAt";
+  return s;
+}
+
+// Every attempt of the client answered (or timed out) and the longest wait
+// before the next, plus a second for the network.
+Duration join_bound(const models::RegistryWorkload& w) {
+  return models::kJoinAttempts * (w.invoke_timeout + models::kJoinRetryWaitMax) + Duration::from_s(1);
+}
+
+// " flaws=a,b" or "".
+std::string flaw_text(const registry::RegistryConfig& c) {
+  std::string out;
+  for (registry::Flaw flaw : registry::kFlaws) {
+    if (c.algorithm == registry::Algorithm::core && c.has(flaw)) {
+      out += fmt::format("{}{}", out.empty() ? " flaws=" : ",", registry::to_string(flaw));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string validate_registry(std::string_view name, const RunConfig& config) {
+  RegistryOptions o = defaults(name, config.seed);
+  return read_parameters(config.parameters, o);
+}
+
+RunResult run_registry(std::string_view name, const RunConfig& config) {
+  const RegistryOptions o = options_of(name, config);
+  sim::World world{config.seed};
+  configure_trace(world, config);
+  const models::DynamoStoreOptions dynamo_options = store_options(o);
+  properties::SimInvariants invariants;
+  properties::RegistryChecker checker{properties::RegistryBounds{
+      o.config.ttl, Duration::from_s(2), dynamo_options.gsi_lag.max(), dynamo_options.eventual_read_window,
+      join_bound(o.workload)}};
+  std::map<std::string, uint64_t, std::less<>> marks;
+  world.trace().add_observer([&](const sim::TraceEvent& e) {
+    invariants.observe(e);
+    checker.observe(e);
+    if (e.kind == sim::EventKind::note && e.label.starts_with("registry.") && e.label.find('_') != std::string_view::npos &&
+        e.detail.empty()) {
+      ++marks[std::string{e.label}];  // the core's coverage marks
+    }
+  });
+  world.set_default_link(sim::LinkConfig{sim::LatencyDistribution{Duration::from_ms(2), Duration::from_ms(3),
+                                                                   Ratio{1, 200}, Duration::from_ms(200)},
+                                         Ratio::zero(), false});
+  models::DynamoStore store{dynamo_options, sim::derive_seed(config.seed, "registry/dynamo")};
+  models::RegistryShared shared;
+  shared.workload = o.workload;
+  shared.config = o.config;
+  shared.dynamo = world.add_node("dynamodb", {}, [&store] { return std::make_unique<models::DynamoNode>(store); });
+  shared.gateway = world.add_node("gateway", {}, [&shared] { return std::make_unique<models::GatewayProcess>(shared); });
+  shared.handler = world.add_node("handler", {}, [&shared] { return std::make_unique<models::RegistryHandler>(shared); });
+  world.at(Instant{}, [&store, &shared] {
+    const auto created = store.apply(registry::create_table_request(shared.config), sim::kWallEpoch);
+    LP_ASSERT(created.ok());
+  });
+  for (Instant at : o.workload.mass_closes) {
+    world.at(at, [&world, &shared] {
+      dynamic_cast<models::GatewayProcess*>(world.process(shared.gateway))->mass_close_now();
+    });
+  }
+  for (Instant at : o.workload.maintenances) {
+    world.at(at, [&world, &shared] {
+      dynamic_cast<models::GatewayProcess*>(world.process(shared.gateway))->maintenance_now();
+    });
+  }
+  if (config.before_run) config.before_run(world);
+  world.run_until(Instant{} + o.duration);
+  checker.finish(Instant{} + o.duration);
+
+  const registry::RegistryConfig& c = o.config;
+  RunResult result = world_result(
+      world, config, o.duration,
+      fmt::format("registry: algorithm={}{} clients={} users={} rooms={} rooms_per_client={} shards={} ttl={} cap={} "
+                  "quiet={} disconnect_loss={} abrupt={} throttling={} partition={} WCU/s {} RCU/s posts={}/s "
+                  "broadcast every {}",
+                  registry::to_string(c.algorithm), flaw_text(c), o.workload.clients, o.workload.users, o.workload.rooms,
+                  o.workload.rooms_per_client, registry::room_shards(c), c.ttl, o.workload.connection_cap,
+                  o.workload.quiet_rooms, o.workload.disconnect_loss, o.workload.abrupt_share, o.throttling,
+                  o.partition_wcu_per_s, o.partition_rcu_per_s, o.workload.posts_per_s,
+                  o.workload.broadcast_interval));
+  result.scenario = std::string{name};
+  result.parameters = config.parameters;
+  result.violations = invariants.violations();
+  for (const std::string& v : checker.violations()) result.violations.push_back(v);
+  result.violations_unlisted = checker.violations_unlisted();
+  result.summary = checker.summary();
+  const auto& accounting = store.accounting(c.table.name);
+  if (accounting.scan != 0) result.violations.push_back(fmt::format("no scans: {} Scan requests", accounting.scan));
+  const auto& f = checker.figures();
+  result.counters = {{"registry.broadcasts", f.broadcasts},
+                     {"registry.expected_deliveries", f.expected_deliveries},
+                     {"registry.delivered", f.delivered},
+                     {"registry.ghost_posts", f.ghost_posts},
+                     {"registry.presence_online_ghosts", f.presence_online_ghosts},
+                     {"registry.removals_ok", f.removals_ok},
+                     {"registry.removals_failed", f.removals_failed},
+                     {"dynamodb.throttled_requests", static_cast<uint64_t>(accounting.throttled_requests)},
+                     {"dynamodb.ttl_deletes", static_cast<uint64_t>(accounting.ttl_deletes)},
+                     {"dynamodb.query", static_cast<uint64_t>(accounting.query)}};
+  for (const auto& [mark, count] : marks) result.counters.emplace_back(mark, count);
+  if (c.algorithm == registry::Algorithm::seed) {
+    result.failure_expected = "the seed's registry (UnprocessedItems dropped, no expiresAt filter, one partition per room)";
+  } else if (c.flaws != 0) {
+    result.failure_expected = fmt::format("the seed's flaws{}", flaw_text(c));
+  }
+  return result;
+}
+
+}  // namespace leaseproof::scenarios
