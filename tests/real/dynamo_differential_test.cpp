@@ -230,7 +230,7 @@ TEST_P(DynamoDifferentialCorpus, ModelAnswersLikeDynalite) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, DynamoDifferentialCorpus,
-                         ::testing::Values("leases.jsonl", "registry.jsonl", "malformed.jsonl",
+                         ::testing::Values("leases.jsonl", "registry.jsonl", "registry-core.jsonl", "malformed.jsonl",
                                            "return-values.jsonl", "reserved-words.jsonl"));
 
 // ---- generated sequences ------------------------------------------------------
