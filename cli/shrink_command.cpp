@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/lease.hpp"
+#include "scenarios/registry.hpp"
 #include "scenarios/shrink.hpp"
 #include "sim/trace.hpp"
 
@@ -73,6 +74,45 @@ void print_outcome(const sc::ShrinkResult& result, uint64_t budget, double secon
   fmt::print("trace hash: {}\n", sim::format_hash(result.last.trace_hash));
 }
 
+// The registry scenarios: their own search (scenarios/registry.hpp).
+int shrink_registry_command(const sc::Scenario& scenario, const sc::RunConfig& config, const std::string& property,
+                            uint64_t budget) {
+  if (!property.empty() && property != "delivery" && property != "staleness" && property != "membership") {
+    throw UsageError{fmt::format("--property: unknown registry property '{}'; known: 'delivery', 'staleness', "
+                                 "'membership'",
+                                 property)};
+  }
+  fmt::print("leaseproof shrink: scenario {}, seed {}, duration {}, property {}, budget {} runs, 1 thread\n",
+             scenario.name, config.seed, format_duration(*config.duration),
+             property.empty() ? "(the first violation's)" : property, budget);
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const sc::RegistryShrinkResult result =
+      sc::shrink_registry(scenario, config, property, budget, [](const sc::RegistryShrinkStep& step) {
+        if (step.number == 0) {
+          fmt::print("start (run {}): {}: {}\n", step.runs, step.change, step.size);
+        } else {
+          fmt::print("step {} (run {}): {} -> {}\n", step.number, step.runs, step.change, step.size);
+        }
+        std::fflush(stdout);
+      });
+  if (!result.started_failing) {
+    fmt::print("nothing to shrink: the run {}\nreproduce: {}\n",
+               result.first.passed() ? std::string{"passes"}
+                                     : fmt::format("does not fail {}", result.property),
+               sc::reproduce_command(result.first));
+    return kExitFailed;
+  }
+  fmt::print("shrunk: {} still fails after {}; {} runs of the budget of {}{}, {:.1f} s\n", result.property,
+             plural(result.steps, "step", "steps"), result.runs, budget,
+             result.budget_exhausted ? " (budget exhausted: smaller may exist)" : ", fixpoint reached",
+             seconds_since(start));
+  fmt::print("reproduce: {}\n", sc::reproduce_command(result.last));
+  fmt::print("violation: {}\n", sc::first_violation_of(result.last, result.property));
+  fmt::print("trace hash: {}\n", sim::format_hash(result.last.trace_hash));
+  return 0;
+}
+
 }  // namespace
 
 CLI::App* add_shrink_command(CLI::App& app, ShrinkArgs& args) {
@@ -95,9 +135,12 @@ CLI::App* add_shrink_command(CLI::App& app, ShrinkArgs& args) {
 
 int shrink_command(const ShrinkArgs& args) {
   auto [scenario, config] = resolve_run_args(args.run);
+  if (sc::is_registry_scenario(scenario->name)) {
+    return shrink_registry_command(*scenario, config, args.property, parse_budget(args.budget));
+  }
   if (!sc::is_lease_scenario(scenario->name)) {
     throw UsageError{fmt::format("--scenario: shrink works on the lease scenarios (lease-*, and stream-* with "
-                                 "leases); '{}' has no fault parameters to shrink",
+                                 "leases) and the registry scenarios; '{}' has no fault parameters to shrink",
                                  scenario->name)};
   }
   check_property(args.property);

@@ -69,7 +69,13 @@ RegistryOptions defaults(std::string_view name, uint64_t seed) {
     o.config.room_shards = static_cast<uint32_t>(draw.uniform(1, 16));
     o.config.ttl = w.connection_cap + Duration::from_min(draw.uniform(1, 10));
     o.throttling = draw.chance(Ratio{3, 4});
-    o.partition_wcu_per_s = draw.uniform(10, 200);
+    // Inside the registry's capacity assumption: the table's partitions
+    // absorb every client's joins and removals (a row, and two GSI entries,
+    // each) within a minute, as after a mass close; below it, joins wait
+    // past any bound and membership fails whatever the registry does.
+    const int64_t burst_wcu = int64_t{w.clients} * w.rooms_per_client * 6;
+    const int64_t needed = (burst_wcu + 60 * o.partitions - 1) / (60 * o.partitions);
+    o.partition_wcu_per_s = draw.uniform(std::max<int64_t>(10, needed), std::max<int64_t>(200, needed));
     o.partition_rcu_per_s = draw.uniform(100, 3000);
     o.ttl_sweep_lag_max = Duration::from_s(draw.uniform(1, 900));
   }
@@ -308,6 +314,137 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
     result.failure_expected = "the seed's registry (UnprocessedItems dropped, no expiresAt filter, one partition per room)";
   } else if (c.flaws != 0) {
     result.failure_expected = fmt::format("the seed's flaws{}", flaw_text(c));
+  }
+  return result;
+}
+
+}  // namespace leaseproof::scenarios
+
+namespace leaseproof::scenarios {
+namespace {
+
+std::string size_text(const RegistryOptions& o) {
+  return fmt::format("{} client{}, {} room{} ({} each), {}", o.workload.clients, o.workload.clients == 1 ? "" : "s",
+                     o.workload.rooms, o.workload.rooms == 1 ? "" : "s", o.workload.rooms_per_client, o.duration);
+}
+
+struct Candidate {
+  std::string change;
+  RunConfig config;
+};
+
+// The changes to try from `config`, in order (each valid for the scenario).
+std::vector<Candidate> candidates(std::string_view name, const RunConfig& config) {
+  const RegistryOptions o = options_of(name, config);
+  const models::RegistryWorkload& w = o.workload;
+  std::vector<Candidate> out;
+  auto add = [&](std::string change, const std::function<void(nlohmann::json&)>& edit, std::optional<Duration> run = {}) {
+    Candidate c{std::move(change), config};
+    edit(c.config.parameters);
+    if (run) c.config.duration = run;
+    if (validate_registry(name, c.config).empty()) out.push_back(std::move(c));
+  };
+  const Instant end = Instant{} + o.duration;
+  if (!w.maintenances.empty() && w.maintenances.front() < end) {
+    add("removed the maintenance", [](nlohmann::json& p) { p["maintenance_at"] = "48h"; });
+  }
+  if (!w.mass_closes.empty() && w.mass_closes.front() < end) {
+    add("removed the mass close", [](nlohmann::json& p) { p["mass_close_at"] = "48h"; });
+  }
+  if (w.quiet_rooms > 0) add("no quiet rooms", [](nlohmann::json& p) { p["quiet_rooms"] = 0; });
+  if (!w.abrupt_share.is_zero()) add("no abrupt losses", [](nlohmann::json& p) { p["abrupt_pct"] = 0; });
+  if (!w.disconnect_loss.is_zero()) add("no lost $disconnect", [](nlohmann::json& p) { p["disconnect_loss_pct"] = 0; });
+  auto clients = [&](uint32_t n) {
+    add(fmt::format("{} client{} (was {})", n, n == 1 ? "" : "s", w.clients), [&](nlohmann::json& p) {
+      p["clients"] = n;
+      p["users"] = std::min(w.users, n);
+    });
+  };
+  if (w.clients > 1) clients(w.clients / 2);
+  if (w.clients > 1 && o.partition_wcu_per_s > 1) {
+    // The table scaled down with the fleet: the same load per partition.
+    add(fmt::format("{} clients and partitions of {} WCU/s (were {} and {})", w.clients / 2,
+                    std::max<int64_t>(1, o.partition_wcu_per_s / 2), w.clients, o.partition_wcu_per_s),
+        [&](nlohmann::json& p) {
+          p["clients"] = w.clients / 2;
+          p["users"] = std::min(w.users, w.clients / 2);
+          p["partition_wcu_per_s"] = std::max<int64_t>(1, o.partition_wcu_per_s / 2);
+        });
+  }
+  if (!w.mass_closes.empty() && w.mass_closes.front() < end && w.mass_closes.front() > Instant{} + Duration::from_min(1)) {
+    const Duration earlier = Duration::from_s((w.mass_closes.front() - Instant{}).s() / 2);
+    add(fmt::format("the mass close at {} (was {})", earlier, w.mass_closes.front() - Instant{}),
+        [&](nlohmann::json& p) { p["mass_close_at"] = format_duration(earlier); });
+  }
+  if (w.rooms > 1) {
+    add(fmt::format("{} rooms (was {})", w.rooms / 2, w.rooms), [&](nlohmann::json& p) {
+      const uint32_t rooms = w.rooms / 2;
+      p["rooms"] = rooms;
+      p["rooms_per_client"] = std::min(w.rooms_per_client, rooms);
+      p["quiet_rooms"] = std::min(w.quiet_rooms, rooms - 1);
+    });
+  }
+  if (w.rooms_per_client > 1) {
+    add(fmt::format("{} rooms per client (was {})", w.rooms_per_client / 2, w.rooms_per_client),
+        [&](nlohmann::json& p) { p["rooms_per_client"] = w.rooms_per_client / 2; });
+  }
+  if (o.duration > Duration::from_min(2)) {
+    const Duration half = Duration::from_s(std::max<int64_t>(60, o.duration.s() / 2));
+    add(fmt::format("a run of {} (was {})", half, o.duration), [](nlohmann::json&) {}, half);
+  }
+  if (w.clients > 1 && w.clients / 2 != w.clients - 1) clients(w.clients - 1);
+  return out;
+}
+
+}  // namespace
+
+bool is_registry_scenario(std::string_view scenario) { return scenario.starts_with("registry"); }
+
+RegistryShrinkResult shrink_registry(const Scenario& scenario, const RunConfig& start, const std::string& property,
+                                     uint64_t budget_runs, const std::function<void(const RegistryShrinkStep&)>& on_step) {
+  LP_ASSERT(is_registry_scenario(scenario.name));
+  LP_ASSERT(budget_runs >= 1);
+  const std::string name{scenario.name};
+  RegistryShrinkResult result;
+  result.first = scenario.run(start);
+  result.runs = 1;
+  result.property = property;
+  if (result.property.empty() && !result.first.violations.empty()) {
+    result.property = violation_kind(result.first.violations.front());
+  }
+  auto fails = [&](const RunResult& run) {
+    for (const std::string& v : run.violations) {
+      if (violation_kind(v) == result.property) return true;
+    }
+    return false;
+  };
+  result.started_failing = fails(result.first);
+  result.last = result.first;
+  if (!result.started_failing) return result;
+  RunConfig current = start;
+  if (on_step) {
+    on_step(RegistryShrinkStep{0, "fails " + result.property, size_text(options_of(name, current)), result.runs});
+  }
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Candidate& candidate : candidates(name, current)) {
+      if (result.runs >= budget_runs) {
+        result.budget_exhausted = true;
+        return result;
+      }
+      RunResult run = scenario.run(candidate.config);
+      ++result.runs;
+      if (!fails(run)) continue;
+      current = std::move(candidate.config);
+      result.last = std::move(run);
+      ++result.steps;
+      if (on_step) {
+        on_step(RegistryShrinkStep{result.steps, candidate.change, size_text(options_of(name, current)), result.runs});
+      }
+      changed = true;
+      break;
+    }
   }
   return result;
 }

@@ -27,4 +27,18 @@ status=0
 "$bin" registry scale --room-sizes 12,x >"$dir/out" 2>"$dir/err" || status=$?
 [[ $status == 2 ]] || fail "--room-sizes 12,x exited $status"
 grep -q -- '--room-sizes' "$dir/err" || fail "message does not name --room-sizes: $(cat "$dir/err")"
+# shrink: a failing registry run made small, with its reproduce line.
+"$bin" shrink --seed 1 --scenario registry --params '{"flaws":["drop_unprocessed"]}' --budget 100 >"$dir/out" 2>&1 \
+  || fail "shrink exited $?: $(tail -5 "$dir/out")"
+grep -q '^shrunk: staleness still fails after' "$dir/out" || fail "no shrunk line: $(tail -5 "$dir/out")"
+grep -q '^reproduce: leaseproof run --seed 1 --scenario registry .*"clients":1,' "$dir/out" \
+  || fail "not shrunk to one client: $(grep reproduce "$dir/out")"
+status=0
+"$bin" shrink --seed 1 --scenario registry --property ownership >"$dir/out" 2>&1 || status=$?
+[[ $status == 2 ]] || fail "shrink --property ownership exited $status"
+grep -q "unknown registry property 'ownership'" "$dir/out" || fail "message: $(cat "$dir/out")"
+
+# The core passes the swarm's first seeds.
+"$bin" check --seeds 1..40 --scenario registry-swarm >"$dir/out" 2>&1 || fail "registry-swarm 1..40: $(tail -3 "$dir/out")"
+grep -q 'check: 40 seeds, 40 passed, 0 failed' "$dir/out" || fail "check line: $(tail -1 "$dir/out")"
 echo "cli_registry: ok"

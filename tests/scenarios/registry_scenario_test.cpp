@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "scenario_test_support.hpp"
+#include "scenarios/registry.hpp"
 #include "scenarios/scenario.hpp"
 
 namespace leaseproof::scenarios::test {
@@ -88,6 +89,31 @@ TEST(RegistryScenario, TheSwarmDrawsItsOptionsFromTheSeedAndReplaysExactly) {
   expect_same_result(a, b);
   EXPECT_NE(a.options, run("registry-swarm", 8).options);
   EXPECT_TRUE(a.passed()) << (a.violations.empty() ? "" : a.violations[0]);
+}
+
+TEST(RegistryScenario, ShrinkMakesADroppedUnprocessedItemsFailureSmall) {
+  const Scenario* registry = find_scenario("registry");
+  ASSERT_NE(registry, nullptr);
+  RunConfig start;
+  start.seed = 1;
+  start.duration = Duration::from_min(30);
+  start.parameters = {{"flaws", {"drop_unprocessed"}}};
+  std::vector<std::string> changes;
+  const RegistryShrinkResult result = shrink_registry(*registry, start, "", 100, [&](const RegistryShrinkStep& step) {
+    changes.push_back(step.change);
+  });
+  ASSERT_TRUE(result.started_failing);
+  EXPECT_EQ(result.property, "staleness");
+  EXPECT_FALSE(result.budget_exhausted);
+  EXPECT_FALSE(result.last.passed());
+  EXPECT_LE(result.last.parameters.value("clients", 100), 3);  // from 100
+  EXPECT_LT(result.last.duration, Duration::from_min(30));
+  EXPECT_EQ(changes.front(), "fails staleness");
+  // The reproduce line runs the shrunk failure again.
+  RunConfig again = start;
+  again.parameters = result.last.parameters;
+  again.duration = result.last.duration;
+  EXPECT_EQ(registry->run(again).trace_hash, result.last.trace_hash);
 }
 
 TEST(RegistryScenario, BadParametersNameTheField) {
