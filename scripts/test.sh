@@ -2,7 +2,7 @@
 # scripts/test.sh [--pgo] [--asan]: installs what is needed, builds Debug and
 # Release, and runs every test in both: unit, property and sim tiers, the
 # Debug-vs-Release trace-hash comparison, the instruction budgets (Release),
-# the property gate (Release), the stream lab on real processes
+# the property gates (Release: the lease swarm, its edges, the registry), the stream lab on real processes
 # (scripts/lab.py), the tests against real servers (label 'real': dynalite,
 # fauxqs, the hub driven by python3-websockets), the real-worker lab, and one
 # mutant of the zoo (scripts/mutants.sh --rotate 1).
@@ -198,6 +198,17 @@ for edge in 'wall|{"fast_worker_offset":"3.9s","skew_max":"0s","drift_ppm_max":0
     failed=$((failed + 1))
   fi
 done
+
+# The registry's gate (docs/registry.md): new registry-swarm seeds, every
+# option drawn from the seed, within a budget. Counts as one check.
+echo "== registry gate"
+if build/release/cli/leaseproof gate --scenario registry-swarm --seeds 200 --budget 60s --first-seed 300000 \
+     --no-record --junit build/release/gate-registry-junit.xml; then
+  passed=$((passed + 1))
+else
+  echo "test.sh: the registry gate failed (JUnit: build/release/gate-registry-junit.xml)" >&2
+  failed=$((failed + 1))
+fi
 
 # The resume core on real processes and loopback sockets: seed 004's lab
 # (docs/runtime.md, "The lab"; about a minute). Then the same lab's
