@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
+#include "models/stream.hpp"  // NodeRandom
 
 namespace leaseproof::models {
 namespace {
@@ -34,15 +35,6 @@ sim::Message event(std::string_view type, std::string connection, std::string us
   return sim::Message{type, static_cast<uint32_t>(64 + connection.size() + room.size()),
                       std::make_shared<RegistryEvent>(std::move(connection), std::move(user), std::move(room))};
 }
-
-class PrngRandom final : public RandomSource {
- public:
-  explicit PrngRandom(uint64_t seed) : prng_(seed) {}
-  uint64_t below(uint64_t bound) override { return prng_.below(bound); }
-
- private:
-  sim::Prng prng_;
-};
 
 std::string_view to_text(registry::PostStatus status) {
   switch (status) {
@@ -180,7 +172,7 @@ registry::Clock RegistryHandler::clock(sim::NodeContext& context) const {
 }
 
 void RegistryHandler::on_start(sim::NodeContext& context) {
-  random_ = std::make_unique<PrngRandom>(context.prng().next_u64());
+  random_ = std::make_unique<NodeRandom>(context);
   client_ = std::make_unique<registry::RegistryClient>(shared_.config, *random_);
   context.set_timer(shared_.workload.broadcast_interval, "registry.broadcast_tick",
                     [this, &context] { broadcast_tick(context); });

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "base/assert.hpp"
-#include "base/random.hpp"
 #include "core/dynamo/attribute_value.hpp"
 #include "core/registry/client.hpp"
 #include "core/registry/requests.hpp"
@@ -23,15 +22,6 @@ using registry::RegistryConfig;
 
 constexpr uint64_t kPageBytesMax = 1024 * 1024;  // a Query or Scan page stops at 1 MB
 constexpr uint64_t kReadUnitBytes = 4096;
-
-class PrngSource final : public RandomSource {
- public:
-  explicit PrngSource(uint64_t seed) : prng_(seed) {}
-  uint64_t below(uint64_t bound) override { return prng_.below(bound); }
-
- private:
-  sim::Prng prng_;
-};
 
 // The lease scenario's default link, each way.
 Duration round_trip(sim::Prng& prng) {
@@ -114,7 +104,7 @@ struct Measured {
 
 Measured measure_members(models::DynamoStore& store, const RegistryConfig& config, const std::string& room,
                          uint32_t members, uint64_t seed) {
-  PrngSource random(seed);
+  sim::PrngRandomSource random(seed);
   sim::Prng latency(sim::derive_seed(seed, "registry-scale/latency"));
   registry::RegistryClient client(config, random);
   Measured measured;

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/assert.hpp"
+#include "base/random.hpp"
 #include "base/ratio.hpp"
 #include "base/time.hpp"
 #include "base/uint128.hpp"
@@ -137,6 +138,18 @@ struct LatencyDistribution {
   }
   // The largest value sample() can return.
   Duration max() const { return base + jitter + (tail_chance.is_zero() ? Duration::zero() : tail_max); }
+};
+
+// The randomness core/ asks for (jitter), from a generator of its own: for
+// code that runs a core outside a simulated node (tests, measurements). On a
+// node, models::NodeRandom draws from the node's generator instead.
+class PrngRandomSource final : public RandomSource {
+ public:
+  explicit PrngRandomSource(uint64_t seed) : prng_(seed) {}
+  uint64_t below(uint64_t bound) override { return prng_.below(bound); }
+
+ private:
+  Prng prng_;
 };
 
 }  // namespace leaseproof::sim

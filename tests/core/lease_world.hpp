@@ -38,14 +38,7 @@ namespace leaseproof::lease::test {
 // True time zero as a Unix-epoch instant (2023-11-14).
 inline constexpr int64_t kEpochMs = 1'700'000'000'000LL;
 
-class PrngSource final : public RandomSource {
- public:
-  explicit PrngSource(uint64_t seed) : prng_(seed) {}
-  uint64_t below(uint64_t bound) override { return prng_.below(bound); }
-
- private:
-  sim::Prng prng_;
-};
+using PrngSource = sim::PrngRandomSource;
 
 // Fires a named site the next `count` times it is reached.
 class OnDemandFaults final : public FaultHook {

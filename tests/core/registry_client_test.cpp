@@ -21,13 +21,6 @@ RegistryConfig seed_config() {
   return config;
 }
 
-std::vector<std::string> connections_of(const Done& done) {
-  std::vector<std::string> out;
-  for (const Member& member : std::get<MembersDone>(done.outcome).members) out.push_back(member.connection);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // A store whose TTL deletes come a long time after the expiry (DynamoDB:
 // "typically within a few days"): what the expiresAt filter is for.
 models::DynamoStoreOptions late_ttl_deletes() {
@@ -69,10 +62,10 @@ TEST(RegistryClient, JoinMembersLeaveWithQueriesOnly) {
   EXPECT_EQ(world.join("other", "c9", "bob").error, "");
   const Done all = world.members("lobby");
   EXPECT_EQ(all.error, "");
-  EXPECT_EQ(connections_of(all), (std::vector<std::string>{"c1", "c2", "c3"}));
+  EXPECT_EQ(member_connections(all), (std::vector<std::string>{"c1", "c2", "c3"}));
   EXPECT_EQ(all.requests, 8u);  // one Query per shard, one page each
   EXPECT_EQ(world.leave("lobby", "c2").error, "");
-  EXPECT_EQ(connections_of(world.members("lobby")), (std::vector<std::string>{"c1", "c3"}));
+  EXPECT_EQ(member_connections(world.members("lobby")), (std::vector<std::string>{"c1", "c3"}));
   const auto& accounting = world.store().accounting(world.config().table.name);
   EXPECT_EQ(accounting.scan, 0);
   EXPECT_EQ(accounting.query, 16);
@@ -88,7 +81,7 @@ TEST(RegistryClient, MembersAreReadPageByPage) {
   for (int i = 0; i < 45; ++i) world.join("big", "c" + std::to_string(i), "u" + std::to_string(i));
   const Done done = world.members("big");
   EXPECT_EQ(done.error, "");
-  EXPECT_EQ(connections_of(done).size(), 45u);
+  EXPECT_EQ(member_connections(done).size(), 45u);
   EXPECT_GE(done.requests, 5u);  // 45 rows, 10 a page, over 2 shards
   EXPECT_GT(done.read_units, 0.0);
 }
@@ -102,7 +95,7 @@ TEST(RegistryClient, AnswersLeaveOutRowsPastTheirTtlBeforeDynamoDeletesThem) {
     world.advance(Duration::from_s(61));  // past the TTL; the sweep comes an hour later
     world.join("lobby", "new", "bob");
     ASSERT_TRUE(world.rows_of("old", {"lobby"}) == 1) << "the TTL sweep ran early: nothing to filter";
-    const std::vector<std::string> members = connections_of(world.members("lobby"));
+    const std::vector<std::string> members = member_connections(world.members("lobby"));
     const bool ann_online = std::get<PresenceDone>(world.presence("ann").outcome).online;
     if (algorithm == Algorithm::core) {
       EXPECT_EQ(members, (std::vector<std::string>{"new"}));
@@ -222,7 +215,7 @@ TEST(RegistryClient, BroadcastDeliversToLiveMembersAndPrunesGoneOnesFromEveryRoo
   EXPECT_EQ(result.rows_pruned, 3u);  // c4 in both rooms, c5 in one
   EXPECT_EQ(result.rows_left, 0u);
   EXPECT_EQ(world.rows_of("c4", {"lobby", "side"}), 0u);
-  EXPECT_EQ(connections_of(world.members("lobby")), (std::vector<std::string>{"c1", "c2", "c3"}));
+  EXPECT_EQ(member_connections(world.members("lobby")), (std::vector<std::string>{"c1", "c2", "c3"}));
   EXPECT_EQ(world.posts().size(), 5u);
   EXPECT_EQ(world.client().operations_in_flight(), 0u);
 }

@@ -8,6 +8,7 @@
 // later. Nothing runs concurrently, so every run against the store is the
 // same.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,14 +31,15 @@ namespace leaseproof::registry::test {
 // True time zero as a Unix-epoch instant (2023-11-14).
 inline constexpr int64_t kEpochMs = 1'700'000'000'000LL;
 
-class PrngSource final : public RandomSource {
- public:
-  explicit PrngSource(uint64_t seed) : prng_(seed) {}
-  uint64_t below(uint64_t bound) override { return prng_.below(bound); }
+using PrngSource = sim::PrngRandomSource;
 
- private:
-  sim::Prng prng_;
-};
+// The connections of a members answer, sorted.
+inline std::vector<std::string> member_connections(const Done& done) {
+  std::vector<std::string> out;
+  for (const Member& member : std::get<MembersDone>(done.outcome).members) out.push_back(member.connection);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 class RegistryWorld {
  public:
