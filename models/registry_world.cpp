@@ -69,8 +69,6 @@ void GatewayProcess::on_start(sim::NodeContext& context) {
   }
 }
 
-std::vector<std::string> GatewayProcess::rooms_of(uint32_t client) const { return client_rooms_[client]; }
-
 void GatewayProcess::connect(sim::NodeContext& context, uint32_t client) {
   const RegistryWorkload& w = shared_.workload;
   const std::string connection = fmt::format("g{}", next_connection_++);

@@ -104,7 +104,7 @@ class GatewayProcess final : public sim::Process {
   void join(sim::NodeContext& context, const std::string& connection, const std::string& room, uint32_t attempt);
   // The connection ends; `disconnect`: $disconnect fires.
   void end(sim::NodeContext& context, const std::string& connection, std::string_view cause, bool disconnect);
-  std::vector<std::string> rooms_of(uint32_t client) const;
+  const std::vector<std::string>& rooms_of(uint32_t client) const { return client_rooms_[client]; }
 
   const RegistryShared& shared_;
   sim::NodeContext* context_ = nullptr;

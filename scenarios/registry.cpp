@@ -1,6 +1,10 @@
 #include "scenarios/registry.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/assert.hpp"
 #include "core/registry/requests.hpp"
@@ -98,13 +102,13 @@ RegistryOptions defaults(std::string_view name, uint64_t seed) {
 
 std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   if (!p.is_object()) return "parameters: expected a JSON object";
-  static const char* const kAllowed =
-      "algorithm, flaws, clients, users, rooms, rooms_per_client, room_shards, ttl, connection_cap, disconnect_loss_pct, "
-      "abrupt_pct, maintenance_at, mass_close_at, quiet_rooms, throttling, partition_wcu_per_s, "
-      "partition_rcu_per_s, posts_per_s, broadcast_interval";
+  static constexpr std::string_view kAllowed[] = {
+      "algorithm", "flaws", "clients", "users", "rooms", "rooms_per_client", "room_shards", "ttl",
+      "connection_cap", "disconnect_loss_pct", "abrupt_pct", "maintenance_at", "mass_close_at", "quiet_rooms",
+      "throttling", "partition_wcu_per_s", "partition_rcu_per_s", "posts_per_s", "broadcast_interval"};
   for (const auto& [key, value] : p.items()) {
-    if (std::string_view{kAllowed}.find(key) == std::string_view::npos || key.empty()) {
-      return fmt::format("{}: unknown field; allowed: {}", key, kAllowed);
+    if (std::find(std::begin(kAllowed), std::end(kAllowed), key) == std::end(kAllowed)) {
+      return fmt::format("{}: unknown field; allowed: {}", key, fmt::join(kAllowed, ", "));
     }
   }
   auto integer = [&](const char* key, int64_t low, int64_t high, auto& out) -> std::string {

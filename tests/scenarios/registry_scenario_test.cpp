@@ -130,6 +130,8 @@ TEST(RegistryScenario, BadParametersNameTheField) {
   EXPECT_NE(registry->validate(config).find("clients: expected an integer in 1..2000"), std::string::npos);
   config.parameters = {{"colour", 1}};
   EXPECT_NE(registry->validate(config).find("colour: unknown field"), std::string::npos);
+  config.parameters = {{"room", 5}};  // a prefix of a known field is no field
+  EXPECT_NE(registry->validate(config).find("room: unknown field"), std::string::npos);
 }
 
 }  // namespace
