@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
@@ -16,6 +18,7 @@
 #include "core/lease/config.hpp"
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
+#include "core/registry/requests.hpp"
 #include "core/resume/recording.hpp"
 #include "runtime/aws_credentials.hpp"
 #include "runtime/clock.hpp"
@@ -349,7 +352,20 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   CLI::App* control = app.add_subcommand("control", "Tables and connections in a DynamoDB endpoint, for real workers");
   control->require_subcommand(1);
   ControlCommands commands;
-  commands.create_tables = control->add_subcommand("create-tables", "Create the lease table (with its GSIs) and the sink table; existing ones are kept");
+  commands.create_tables = control->add_subcommand(
+      "create-tables", "Create the lease table (with its GSIs) and the sink table; existing ones are kept");
+  commands.create_tables
+      ->add_option("--registry-table", args.registry_table,
+                   "Also create the connection registry's table (seed 003: GSIs byConnection and byUser; "
+                   "docs/registry.md) by this name")
+      ->type_name("NAME")
+      ->check([](const std::string& name) {
+        return name.size() >= 3 && name.size() <= 255 &&
+                       name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+                           std::string::npos
+                   ? std::string{}
+                   : std::string{"a DynamoDB table name: 3 to 255 of a-z A-Z 0-9 _ . -"};
+      });
   commands.start = control->add_subcommand("start", "Start connections (desired_state STARTED): workers acquire them");
   commands.stop = control->add_subcommand("stop", "Stop connections: their owners release them");
   CLI::App* create_queue = control->add_subcommand(
@@ -391,20 +407,28 @@ int control_command(const ControlCommands& commands, const ControlArgs& args) {
   if (commands.create_tables->parsed()) {
     resume::SinkTable sink;
     sink.name = args.endpoint.sink_table;
-    for (const dynamo::Request& request : {lease::create_table_request(config), resume::create_sink_table_request(sink)}) {
+    std::vector<dynamo::Request> requests{lease::create_table_request(config), resume::create_sink_table_request(sink)};
+    std::vector<std::string> tables{config.table.name, sink.name};
+    if (!args.registry_table.empty()) {
+      registry::RegistryConfig registry_config;
+      registry_config.table.name = args.registry_table;
+      requests.push_back(registry::create_table_request(registry_config));
+      tables.push_back(args.registry_table);
+    }
+    for (const dynamo::Request& request : requests) {
       const std::string error = call(client, request, /*exists_ok=*/true);
       if (!error.empty()) {
         fmt::print(stderr, "leaseproof control: CreateTable failed: {}\n", error);
         return kExitFailed;
       }
     }
-    for (const std::string& table : {config.table.name, sink.name}) {
+    for (const std::string& table : tables) {
       if (!runtime::wait_until_table_active(client, table, Duration::from_s(20))) {
         fmt::print(stderr, "leaseproof control: table {} did not become ACTIVE within 20 s\n", table);
         return kExitFailed;
       }
     }
-    print_line(fmt::format("control: tables {} and {} are active", config.table.name, sink.name));
+    print_line(fmt::format("control: tables {} are active", fmt::join(tables, ", ")));
     return 0;
   }
   const std::vector<std::string> connections = parse_connections(args.connections);

@@ -52,6 +52,7 @@ struct ControlArgs {
   std::string algorithm = "core";  // the table's index and the items' shape follow it
   SqsArgs sqs;                     // create-queue
   bool json = false;               // owners: one JSON object per connection
+  std::string registry_table;      // create-tables: also the connection registry's (seed 003), by this name
 };
 
 struct ControlCommands {

@@ -261,6 +261,12 @@ void RegistryHandler::done(sim::NodeContext& context, registry::Done& finished) 
   pending_.erase(it);
   const std::string error = finished.error.empty() ? "-" : finished.error;
   const auto id = static_cast<int64_t>(finished.operation);
+  if (shared_.tally != nullptr) {
+    RegistryTally::Units& units =
+        pending.kind == Pending::Kind::broadcast ? shared_.tally->broadcast : shared_.tally->connection;
+    units.read += finished.read_units;
+    units.write += finished.write_units;
+  }
   switch (pending.kind) {
     case Pending::Kind::join: {
       const bool ok = finished.error.empty();

@@ -75,9 +75,23 @@ struct RegistryWorkload {
   Duration dynamo_timeout = Duration::from_s(1);
 };
 
+// Capacity the handler's operations consumed, as DynamoDB reported it, by
+// what they were for: broadcasts (member queries and their prunes) and the
+// connections' own (joins, leaves, removals, presence). For cost per
+// broadcast and per connection-hour.
+struct RegistryTally {
+  struct Units {
+    double read = 0;
+    double write = 0;
+  };
+  Units broadcast;
+  Units connection;
+};
+
 struct RegistryShared {
   RegistryWorkload workload;
   registry::RegistryConfig config;
+  RegistryTally* tally = nullptr;  // optional
   NodeId dynamo;
   NodeId gateway;
   NodeId handler;

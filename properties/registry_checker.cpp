@@ -1,5 +1,6 @@
 #include "properties/registry_checker.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -19,6 +20,8 @@ std::vector<std::string> words(std::string_view text) {
 }
 
 std::string at(Instant t) { return fmt::format("@{}", t - Instant{}); }
+
+double ms(Duration d) { return static_cast<double>(d.ns()) / 1e6; }
 
 }  // namespace
 
@@ -59,12 +62,23 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     const auto w = words(event.detail);
     Connection& c = connections_[w.at(0)];
     c.user = w.at(1);
+    c.connected = now;
     users_[c.user].insert(w.at(0));
+    ++figures_.connections;
+    if (const auto offline = offline_.find(c.user); offline != offline_.end()) {
+      staleness_.presence_ms.push_back(ms(offline->second.second));
+      offline_.erase(offline);
+    }
   } else if (label == "gw.gone") {
     const std::string connection = words(event.detail).at(0);
     Connection& c = connections_[connection];
     c.alive = false;
     c.died = now;
+    figures_.connection_s += static_cast<double>((now - c.connected).ns()) / 1e9;
+    const auto& others = users_[c.user];
+    if (std::none_of(others.begin(), others.end(), [&](const std::string& o) { return connections_[o].alive; })) {
+      offline_.emplace(c.user, std::pair{now, Duration::zero()});
+    }
     for (auto it = joins_waiting_.lower_bound({connection, ""}); it != joins_waiting_.end() && it->first.first == connection;) {
       it = joins_waiting_.erase(it);
     }
@@ -118,7 +132,18 @@ void RegistryChecker::check_joins(Instant now) {
   }
 }
 
-void RegistryChecker::finish(Instant end) { check_joins(end); }
+void RegistryChecker::finish(Instant end) {
+  check_joins(end);
+  for (const auto& [id, c] : connections_) {
+    if (c.alive) {
+      figures_.connection_s += static_cast<double>((end - c.connected).ns()) / 1e9;
+    } else {
+      staleness_.broadcast_ms.push_back(ms(c.counted_dead));
+    }
+  }
+  for (const auto& [user, offline] : offline_) staleness_.presence_ms.push_back(ms(offline.second));
+  offline_.clear();
+}
 
 void RegistryChecker::on_post(const sim::TraceEvent& event) {
   const auto w = words(event.detail);
@@ -126,9 +151,12 @@ void RegistryChecker::on_post(const sim::TraceEvent& event) {
   const auto b = broadcasts_.find(event.value);
   if (b == broadcasts_.end()) return;
   b->second.last_status[connection] = w.at(1);
-  const Connection& c = connections_[connection];
-  if (!c.alive) ++figures_.ghost_posts;
+  Connection& c = connections_[connection];
   const Instant now = event.true_time;
+  if (!c.alive) {
+    ++figures_.ghost_posts;
+    c.counted_dead = std::max(c.counted_dead, now - c.died);
+  }
   if (expired(connection, b->second.room, now)) {
     violation("ttl", fmt::format("staleness: broadcast {} to {} posted to {} at {}, whose row there expired at {} (joined "
                           "{} + ttl {}): an answer counted a row past its TTL",
@@ -206,6 +234,9 @@ void RegistryChecker::on_presence(const sim::TraceEvent& event) {
                           w.at(0), at(now), bounds_.ttl));
   } else if (ghost) {
     ++figures_.presence_online_ghosts;
+  }
+  if (const auto offline = offline_.find(w.at(0)); offline != offline_.end()) {
+    offline->second.second = std::max(offline->second.second, now - offline->second.first);
   }
 }
 

@@ -24,6 +24,11 @@
 //               unless its row was written too late for that removal to see
 //               (its join completed after the removal began, less the GSI's
 //               largest lag).
+//
+// Besides the verdicts it measures, for the sweep reports: how long after a
+// connection died an answer still counted it (staleness, per dead
+// connection for broadcasts and per offline stretch of a user for presence),
+// and the connection-seconds the gateway served.
 
 #include <cstdint>
 #include <map>
@@ -70,7 +75,18 @@ class RegistryChecker {
     uint64_t removals_failed = 0;
     uint64_t joins_asked = 0;
     uint64_t join_retries = 0;
+    uint64_t connections = 0;
+    double connection_s = 0;  // summed over connections, up to the end of the run (after finish)
   };
+  // Staleness samples in milliseconds, complete after finish: per connection
+  // that died, how long after its death the last broadcast posted to it (0:
+  // none did); per stretch in which a user had no live connection, how long
+  // after its start the last presence answer still said online (0: none).
+  struct Staleness {
+    std::vector<double> broadcast_ms;
+    std::vector<double> presence_ms;
+  };
+  const Staleness& staleness() const { return staleness_; }
   const Figures& figures() const { return figures_; }
   std::string summary() const;
 
@@ -78,7 +94,9 @@ class RegistryChecker {
   struct Connection {
     std::string user;
     bool alive = true;
+    Instant connected;
     Instant died;
+    Duration counted_dead;  // the longest a broadcast posted to it after its death
     // The earliest removal that reported success: when it began (what it
     // could see) and ended (reads after it plus the read window see it).
     std::optional<std::pair<Instant, Instant>> removed;
@@ -108,7 +126,11 @@ class RegistryChecker {
   // deadlines in order (entries whose join is done are skipped).
   std::map<std::pair<std::string, std::string>, Instant> joins_waiting_;
   std::multimap<Instant, std::pair<std::string, std::string>> join_deadlines_;
+  // Users without a live connection: since when, and the latest presence
+  // answer that said online since then (relative to it).
+  std::map<std::string, std::pair<Instant, Duration>> offline_;
   Figures figures_;
+  Staleness staleness_;
   std::vector<std::string> violations_;
   uint64_t unlisted_ = 0;
   std::map<std::string, uint64_t, std::less<>> listed_by_kind_;

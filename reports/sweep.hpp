@@ -72,6 +72,10 @@ SweepSpec parse_sweep_spec(const nlohmann::json& spec);
 // Axes whose values are skews or pauses: the recommendation must be safe at
 // every value up to the safety margin; reports give the smallest unsafe one.
 bool is_stress_axis(std::string_view axis);
+// A registry sweep's configuration axes (room_shards, ttl, algorithm,
+// flaws); its other axes describe the workload, and a configuration is
+// judged at every workload value.
+bool is_registry_configuration_axis(std::string_view axis);
 
 struct SweepCell {
   size_t index = 0;

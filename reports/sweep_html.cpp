@@ -11,6 +11,7 @@
 
 #include "reports/svg_chart.hpp"
 #include "reports/sweep_text.hpp"
+#include "scenarios/metrics.hpp"
 
 namespace leaseproof::report {
 
@@ -514,6 +515,93 @@ std::string timeline_section(const SweepData& data, const std::optional<Ownershi
   return out;
 }
 
+// Registry sweeps: per cell, what a broadcast cost against the members it
+// had to reach, and how stale presence got, one series per configuration.
+std::string registry_charts(const SweepData& data, const SweepSummary& summary) {
+  svg::Chart cost;
+  cost.title = fmt::format("DynamoDB $ per million broadcasts ({}, on demand) vs room size", data.spec.prices.front().name);
+  cost.caption = {"One point per cell, its seeds together; room size: the live members a broadcast had to reach, on average."};
+  cost.x_label = "members per broadcast";
+  cost.y_label = "$ per million broadcasts";
+  svg::Chart stale;
+  stale.title = "Presence staleness p99 vs members per broadcast";
+  stale.caption = {"One point per cell: how long after a user's last connection died presence still said online (p99, "
+                   "the histogram bucket's upper edge)."};
+  stale.x_label = "members per broadcast";
+  stale.y_label = "presence staleness p99 (s)";
+  for (const SweepCell& cell : data.cells) {
+    const CellSummary& s = summary.cells[cell.index];
+    if (!cell.valid() || !s.registry || s.registry->broadcasts == 0) continue;
+    const RegistryCell& r = *s.registry;
+    std::string configuration;
+    for (const Configuration& c : summary.configurations) {
+      if (std::find(c.cells.begin(), c.cells.end(), cell.index) != c.cells.end()) configuration = c.label;
+    }
+    const svg::Marker marker = s.failing_seeds == 0 ? svg::Marker::dot : svg::Marker::cross;
+    const std::string tip = fmt::format("cell {}: {} ({} failing seeds)", cell.index, cell_label(data.spec, cell), s.failing_seeds);
+    cost.series[series_index(cost.series, configuration)].points.push_back(
+        {r.members_per_broadcast(), r.dollars_per_million_broadcasts, tip, marker});
+    const std::optional<double> p99 = RegistryCell::p99_ms(r.staleness_presence);
+    if (p99 && !std::isinf(*p99)) {
+      stale.series[series_index(stale.series, configuration)].points.push_back(
+          {r.members_per_broadcast(), *p99 / 1000, tip, marker});
+    }
+  }
+  cost.notes = stale.notes = {"dot: no violation", "cross: violations"};
+  return svg::render(cost) + "\n" + svg::render(stale);
+}
+
+std::string registry_configurations_table(const SweepSummary& summary) {
+  const double last = scenarios::histogram_edges_ms().back();
+  std::string body;
+  for (size_t i = 0; i < summary.configurations.size(); ++i) {
+    const Configuration& c = summary.configurations[i];
+    body += fmt::format("<tr{}>{}{}{}{}{}{}</tr>", c.qualifies ? "" : " class=\"bad\"",
+                        td(c.label + (summary.recommended == i ? " (recommended)" : "")), td(c.verdict),
+                        td(c.seeds_judged > 0 ? text::money(c.on_demand_month) : "-", true),
+                        td(c.seeds_judged > 0 ? text::money(c.provisioned_month) : "-", true),
+                        td(text::staleness(c.staleness_broadcast_p99_ms, last), true),
+                        td(text::staleness(c.staleness_presence_p99_ms, last), true));
+  }
+  return table({"configuration", "verdict", "$/month on demand", "$/month provisioned", "worst broadcast staleness p99 (s)",
+                "worst presence staleness p99 (s)"},
+               body);
+}
+
+std::string registry_cells_table(const SweepData& data, const SweepSummary& summary) {
+  const double last = scenarios::histogram_edges_ms().back();
+  std::vector<std::string> head{"cell"};
+  for (const SweepAxis& axis : data.spec.axes) head.push_back(axis.name);
+  for (const char* name : {"seeds", "failing seeds", "broadcasts", "members per broadcast", "delivered / expected",
+                           "left out", "refused by the gateway", "connection-hours", "broadcast staleness p99 (s)",
+                           "presence staleness p99 (s)", "$ per million broadcasts", "$ per thousand connection-hours"}) {
+    head.emplace_back(name);
+  }
+  std::string body;
+  for (const SweepCell& cell : data.cells) {
+    const CellSummary& s = summary.cells[cell.index];
+    std::string row = td(std::to_string(cell.index), true);
+    for (const nlohmann::json& value : cell.values) row += td(axis_value_text(value));
+    if (!cell.valid() || !s.registry) {
+      body += fmt::format("<tr class=\"invalid\">{}<td colspan=\"12\">invalid: {}</td></tr>", row, escape(cell.invalid));
+      continue;
+    }
+    const RegistryCell& r = *s.registry;
+    row += td(std::to_string(s.seeds_run), true) +
+           td(s.failing_seeds == 0 ? "0" : fmt::format("{} ({})", s.failing_seeds, text::kinds(s))) +
+           td(std::to_string(r.broadcasts), true) + td(fmt::format("{:.1f}", r.members_per_broadcast()), true) +
+           td(fmt::format("{} / {}", r.delivered, r.expected_deliveries), true) +
+           td(std::to_string(r.misses_not_in_answer), true) + td(std::to_string(r.misses_gateway), true) +
+           td(fmt::format("{:.1f}", r.connection_hours), true) +
+           td(text::staleness(RegistryCell::p99_ms(r.staleness_broadcast), last), true) +
+           td(text::staleness(RegistryCell::p99_ms(r.staleness_presence), last), true) +
+           td(fmt::format("${:.4f}", r.dollars_per_million_broadcasts), true) +
+           td(fmt::format("${:.4f}", r.dollars_per_thousand_connection_hours), true);
+    body += fmt::format("<tr{}>{}</tr>", s.failing_seeds > 0 ? " class=\"bad\"" : "", row);
+  }
+  return table(head, body);
+}
+
 // --- tables --------------------------------------------------------------------
 
 std::string unsafe_table(const SweepSummary& summary) {
@@ -618,6 +706,15 @@ std::string intro(const SweepData& data, const SweepSummary& summary) {
   for (const CellSummary& cell : summary.cells) runs += cell.seeds_run;
   std::string prices;
   for (const Prices& p : spec.prices) prices += fmt::format("<li>Prices <b>{}</b>: {}.</li>", escape(p.name), escape(p.source));
+  if (summary.registry) {
+    return fmt::format(
+        "<p>Scenario <code>{}</code>, {} simulated per run, {} seeds per cell, {} cells, {} runs. Axes: {}. Base parameters: "
+        "<code>{}</code>.</p><ul><li>A registry sweep: the configuration axes are room_shards, ttl, algorithm and "
+        "flaws; the others describe the workload, and a configuration must run with zero violations at each of their "
+        "values.</li>{}<li>Monthly costs: the runs' average consumed capacity, {}.</li></ul>\n",
+        escape(spec.scenario), format_duration(spec.duration), spec.seeds, data.cells.size(), runs,
+        escape(text::axes_summary(spec)), escape(spec.base.dump()), prices, escape(text::fleet_text(spec)));
+  }
   return fmt::format(
       "<p>Scenario <code>{}</code>, {} simulated per run, {} seeds per cell, {} cells, {} runs. Axes: {}. Base parameters: "
       "<code>{}</code>.</p><ul><li>Recovery target: crash p99 &le; {}; safety margin {} (every skew and pause value "
@@ -638,6 +735,17 @@ std::string render_html(const SweepData& data, const SweepSummary& summary, cons
   page += intro(data, summary);
   page += fmt::format("<h2>Recommendation</h2>\n<p class=\"recommendation{}\" id=\"recommendation\">{}</p>\n",
                       summary.recommended ? "" : " none", escape(summary.recommendation));
+  if (summary.registry) {
+    page += "<h2>Charts</h2>\n<div class=\"charts\">\n" + registry_charts(data, summary) + "\n</div>\n";
+    page += "<h2>Configurations</h2>\n" + registry_configurations_table(summary);
+    page += "<h2>Registry cells</h2>\n<p class=\"note\">Summed over each cell's seeds; the definitions are in sweep.md "
+            "and docs/reports.md.</p>\n" + registry_cells_table(data, summary);
+    page += "<h2>DynamoDB capacity and cost by table and GSI</h2>\n" + cost_check(data.spec) +
+            "<details><summary>Every cell, base table and GSI apart</summary>\n" + capacity_table(data, summary) +
+            "</details>\n";
+    page += "<h2>Reproduce</h2>\n" + reproduce_list(data, summary);
+    return page + "</body>\n</html>\n";
+  }
   page += "<h2>Charts</h2>\n<div class=\"charts\">\n" + recovery_chart(data, summary) + "\n" + cost_chart(data, summary) +
           "\n" + violations_chart(data, summary) + "\n</div>\n";
   page += "<h2>Smallest unsafe skew and pause values</h2>\n" + unsafe_table(summary);

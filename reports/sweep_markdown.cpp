@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "reports/sweep_text.hpp"
+#include "scenarios/metrics.hpp"
 
 namespace leaseproof::report {
 
@@ -38,8 +39,13 @@ std::string header(const SweepData& data, const SweepSummary& summary) {
                      spec.scenario, format_duration(spec.duration), spec.seeds, spec.first_seed,
                      spec.first_seed + spec.seeds - 1, data.cells.size(), invalid, runs);
   out += fmt::format("- Base parameters: `{}`\n- Axes: {}\n", spec.base.dump(), text::axes_summary(spec));
-  out += fmt::format("- Recovery target: crash p99 <= {}. Safety margin: {} (every skew and pause value up to it must be safe).\n",
-                     format_duration(spec.recovery_target), format_duration(spec.safety_margin));
+  if (summary.registry) {
+    out += "- A registry sweep: the configuration axes are room_shards, ttl, algorithm and flaws; the others describe "
+           "the workload, and a configuration must run with zero violations at each of their values.\n";
+  } else {
+    out += fmt::format("- Recovery target: crash p99 <= {}. Safety margin: {} (every skew and pause value up to it must be safe).\n",
+                       format_duration(spec.recovery_target), format_duration(spec.safety_margin));
+  }
   for (const Prices& prices : spec.prices) out += fmt::format("- Prices `{}`: {}.\n", prices.name, prices.source);
   out += fmt::format("- Monthly costs are the runs' average consumed capacity, {}.\n\n", text::fleet_text(spec));
   return out;
@@ -53,6 +59,70 @@ std::string unsafe_section(const SweepSummary& summary) {
   for (const UnsafeValue& u : summary.unsafe) {
     out += row({u.axis, u.others, u.ran ? u.minimal_unsafe.value_or("none") : "not run (invalid cells)",
                 u.minimal_unsafe ? fmt::format("{} of {}", u.failing_seeds, u.seeds) : "-", u.largest_tried, u.analytic});
+  }
+  return out + "\n";
+}
+
+double last_edge_ms() { return scenarios::histogram_edges_ms().back(); }
+
+std::string registry_configurations_section(const SweepData& data, const SweepSummary& summary) {
+  std::string out = fmt::format(
+      "## Configurations\n\nEach configuration judged on all of its cells; cost with the `{}` prices and staleness "
+      "p99 (s), the worst of its cells.\n\n",
+      data.spec.prices.front().name);
+  out += table_head({"configuration", "verdict", "$/month on demand", "$/month provisioned", "broadcast staleness p99 (s)",
+                     "presence staleness p99 (s)", "runs judged"});
+  for (const Configuration& c : summary.configurations) {
+    const bool costed = c.seeds_judged > 0;
+    out += row({c.label, c.verdict, costed ? text::money(c.on_demand_month) : "-",
+                costed ? text::money(c.provisioned_month) : "-",
+                text::staleness(c.staleness_broadcast_p99_ms, last_edge_ms()),
+                text::staleness(c.staleness_presence_p99_ms, last_edge_ms()), std::to_string(c.seeds_judged)});
+  }
+  return out + "\n";
+}
+
+std::string registry_cells_section(const SweepData& data, const SweepSummary& summary) {
+  const Prices& prices = data.spec.prices.front();
+  std::vector<std::string> names{"cell"};
+  for (const SweepAxis& axis : data.spec.axes) names.push_back(axis.name);
+  for (const std::string name :
+       {"seeds", "failing seeds", "broadcasts", "members per broadcast", "delivered / expected", "left out of the answer",
+        "refused by the gateway", "connection-hours", "broadcast staleness p99 (s)", "presence staleness p99 (s)"}) {
+    names.push_back(name);
+  }
+  names.push_back(fmt::format("{} $ per million broadcasts", prices.name));
+  names.push_back(fmt::format("{} $ per thousand connection-hours", prices.name));
+  std::string out =
+      "## Registry cells\n\nSummed over each cell's seeds. Members per broadcast: the live members a broadcast had to "
+      "reach, on average. Staleness: how long after a connection died a broadcast still posted to it (per dead "
+      "connection), and how long after a user's last connection died presence still said online (per such stretch); "
+      "p99 by nearest rank over a histogram, given as its bucket's upper edge. Cost: DynamoDB on demand, the "
+      "broadcasts' member queries and prunes per broadcast, the joins, leaves, removals and presence queries per "
+      "connection-hour.\n\n" +
+      table_head(names);
+  for (const SweepCell& cell : data.cells) {
+    const CellSummary& s = summary.cells[cell.index];
+    std::vector<std::string> fields{std::to_string(cell.index)};
+    for (const nlohmann::json& value : cell.values) fields.push_back(axis_value_text(value));
+    if (!cell.valid()) {
+      fields.push_back("invalid: " + cell.invalid);
+      fields.resize(names.size(), "");
+      out += row(fields);
+      continue;
+    }
+    const RegistryCell& r = *s.registry;
+    fields.insert(fields.end(),
+                  {std::to_string(s.seeds_run),
+                   s.failing_seeds == 0 ? "0" : fmt::format("{} ({})", s.failing_seeds, text::kinds(s)),
+                   std::to_string(r.broadcasts), fmt::format("{:.1f}", r.members_per_broadcast()),
+                   fmt::format("{} / {}", r.delivered, r.expected_deliveries), std::to_string(r.misses_not_in_answer),
+                   std::to_string(r.misses_gateway), fmt::format("{:.1f}", r.connection_hours),
+                   text::staleness(RegistryCell::p99_ms(r.staleness_broadcast), last_edge_ms()),
+                   text::staleness(RegistryCell::p99_ms(r.staleness_presence), last_edge_ms()),
+                   fmt::format("${:.4f}", r.dollars_per_million_broadcasts),
+                   fmt::format("${:.4f}", r.dollars_per_thousand_connection_hours)});
+    out += row(fields);
   }
   return out + "\n";
 }
@@ -192,6 +262,11 @@ std::string invalid_section(const SweepData& data) {
 }  // namespace
 
 std::string render_markdown(const SweepData& data, const SweepSummary& summary) {
+  if (summary.registry) {
+    return header(data, summary) + "## Recommendation\n\n" + summary.recommendation + "\n\n" +
+           registry_configurations_section(data, summary) + registry_cells_section(data, summary) +
+           capacity_section(data, summary) + reproduce_section(data, summary) + invalid_section(data);
+  }
   return header(data, summary) + "## Recommendation\n\n" + summary.recommendation + "\n\n" + unsafe_section(summary) +
          configurations_section(data, summary) + cells_section(data, summary) + recovery_section(data, summary) +
          capacity_section(data, summary) + reproduce_section(data, summary) + invalid_section(data);

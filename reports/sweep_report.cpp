@@ -3,12 +3,15 @@
 // writing them so that no reader ever sees half a report.
 #include "reports/sweep_report.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "reports/sweep_text.hpp"
 
 namespace leaseproof::report {
 
@@ -78,6 +81,24 @@ nlohmann::json cost_json(const SweepSpec& spec, const std::vector<MonthlyCost>& 
   return json;
 }
 
+nlohmann::json registry_json(const RegistryCell& r) {
+  return {{"broadcasts", r.broadcasts},
+          {"members_per_broadcast", r.members_per_broadcast()},
+          {"expected_deliveries", r.expected_deliveries},
+          {"delivered", r.delivered},
+          {"misses_not_in_answer", r.misses_not_in_answer},
+          {"misses_gateway", r.misses_gateway},
+          {"connections", r.connections},
+          {"connection_hours", r.connection_hours},
+          {"broadcast_units", {{"read", r.broadcast_read_units}, {"write", r.broadcast_write_units}}},
+          {"connection_units", {{"read", r.connection_read_units}, {"write", r.connection_write_units}}},
+          {"dollars_per_million_broadcasts", r.dollars_per_million_broadcasts},
+          {"dollars_per_thousand_connection_hours", r.dollars_per_thousand_connection_hours},
+          {"staleness_broadcast_p99_ms", text::p99_json(RegistryCell::p99_ms(r.staleness_broadcast))},
+          {"staleness_presence_p99_ms", text::p99_json(RegistryCell::p99_ms(r.staleness_presence))},
+          {"staleness_ms", {{"broadcast", r.staleness_broadcast}, {"presence", r.staleness_presence}}}};
+}
+
 nlohmann::json cell_summary_json(const SweepSpec& spec, const CellSummary& cell) {
   nlohmann::json kinds = nlohmann::json::object();
   for (const auto& [kind, k] : cell.kinds) {
@@ -98,7 +119,7 @@ nlohmann::json cell_summary_json(const SweepSpec& spec, const CellSummary& cell)
                         {"rcu", use.rcu}, {"wcu_per_s", use.rates.wcu_per_s}, {"rcu_per_s", use.rates.rcu_per_s},
                         {"monthly", cost_json(spec, use.cost)}});
   }
-  return {{"seeds_run", cell.seeds_run},
+  nlohmann::json json = {{"seeds_run", cell.seeds_run},
           {"failing_seeds", cell.failing_seeds},
           {"violations", kinds},
           {"recovery", recovery},
@@ -113,6 +134,8 @@ nlohmann::json cell_summary_json(const SweepSpec& spec, const CellSummary& cell)
           {"variant", cell.variant},
           {"heartbeat_s", optional_number(cell.heartbeat_s)},
           {"lease_s", optional_number(cell.lease_s)}};
+  if (cell.registry) json["registry"] = registry_json(*cell.registry);
+  return json;
 }
 
 nlohmann::json derived_json(const SweepData& data, const SweepSummary& summary,
@@ -124,6 +147,10 @@ nlohmann::json derived_json(const SweepData& data, const SweepSummary& summary,
                               {"on_demand_month", c.on_demand_month}, {"provisioned_month", c.provisioned_month},
                               {"crash_p99_ms", optional_number(c.crash_p99_ms)},
                               {"crash_bound_ms", optional_number(c.crash_bound_ms)}, {"seeds_judged", c.seeds_judged}});
+    if (summary.registry) {
+      configurations.back()["staleness_broadcast_p99_ms"] = text::p99_json(c.staleness_broadcast_p99_ms);
+      configurations.back()["staleness_presence_p99_ms"] = text::p99_json(c.staleness_presence_p99_ms);
+    }
   }
   nlohmann::json unsafe = nlohmann::json::array();
   for (const UnsafeValue& u : summary.unsafe) {
@@ -176,7 +203,15 @@ std::vector<std::string> csv_header(const SweepData& data, const SweepSummary& s
   for (const SweepAxis& axis : data.spec.axes) header.push_back(axis.name);
   for (const char* name : {"status", "invalid_reason", "variant", "seeds", "failing_seeds"}) header.emplace_back(name);
   for (const std::string& kind : summary.kinds) header.push_back("failing_seeds:" + kind);
-  for (const std::string& cause : recovery_causes()) {
+  if (summary.registry) {
+    for (const char* name : {"broadcasts", "members_per_broadcast", "expected_deliveries", "delivered",
+                             "misses_not_in_answer", "misses_gateway", "connections", "connection_hours",
+                             "staleness_broadcast_p99_s", "staleness_presence_p99_s", "dollars_per_million_broadcasts",
+                             "dollars_per_thousand_connection_hours"}) {
+      header.emplace_back(name);
+    }
+  }
+  for (const std::string& cause : summary.registry ? std::vector<std::string>{} : recovery_causes()) {
     for (const char* figure :
          {"gaps", "p50_s", "p99_s", "max_s", "bound_s", "watcher_gaps", "watcher_bound_s", "beyond_bound", "excused",
           "excused_max_s", "p99_with_excused_s"}) {
@@ -204,7 +239,20 @@ std::vector<std::string> csv_cell(const SweepData& data, const SweepSummary& sum
   row.push_back(std::to_string(s.seeds_run));
   row.push_back(std::to_string(s.failing_seeds));
   for (const std::string& kind : summary.kinds) row.push_back(std::to_string(s.failing(kind)));
-  for (const std::string& cause : recovery_causes()) {
+  if (summary.registry) {
+    const RegistryCell& r = *s.registry;
+    auto p99 = [](const std::vector<uint64_t>& histogram) {
+      const std::optional<double> ms = RegistryCell::p99_ms(histogram);
+      return !ms ? std::string{} : std::isinf(*ms) ? std::string{"inf"} : fixed(*ms / 1000, 3);
+    };
+    row.insert(row.end(), {std::to_string(r.broadcasts), fixed(r.members_per_broadcast(), 2),
+                           std::to_string(r.expected_deliveries), std::to_string(r.delivered),
+                           std::to_string(r.misses_not_in_answer), std::to_string(r.misses_gateway),
+                           std::to_string(r.connections), fixed(r.connection_hours, 3), p99(r.staleness_broadcast),
+                           p99(r.staleness_presence), fixed(r.dollars_per_million_broadcasts, 4),
+                           fixed(r.dollars_per_thousand_connection_hours, 4)});
+  }
+  for (const std::string& cause : summary.registry ? std::vector<std::string>{} : recovery_causes()) {
     const auto it = s.recovery.find(cause);
     const GapStats none;
     const GapStats& g = it == s.recovery.end() ? none : it->second;

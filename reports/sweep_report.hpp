@@ -66,6 +66,36 @@ struct CapacityUse {
   std::string name() const { return index.empty() ? table : table + "/" + index; }
 };
 
+// A registry scenario's cell (seed 003; docs/reports.md, "Registry
+// sweeps"): its broadcasts and connections, what each cost and how stale
+// its answers were, summed over the cell's seeds.
+struct RegistryCell {
+  uint64_t broadcasts = 0;
+  uint64_t expected_deliveries = 0;  // live members for the whole broadcast
+  uint64_t delivered = 0;
+  uint64_t misses_not_in_answer = 0;  // delivery violations
+  uint64_t misses_gateway = 0;        // posts the gateway refused past every attempt
+  uint64_t connections = 0;
+  double connection_hours = 0;
+  double broadcast_read_units = 0;  // member queries and their prunes
+  double broadcast_write_units = 0;
+  double connection_read_units = 0;  // joins, leaves, removals, presence
+  double connection_write_units = 0;
+  // Summed histograms (scenarios/metrics.hpp's edges): how long after a
+  // connection died a broadcast still posted to it; how long after a user's
+  // last connection died presence still said online.
+  std::vector<uint64_t> staleness_broadcast;
+  std::vector<uint64_t> staleness_presence;
+  // With the first price set, on demand.
+  double dollars_per_million_broadcasts = 0;
+  double dollars_per_thousand_connection_hours = 0;
+
+  double members_per_broadcast() const;
+  // The histogram's upper edge at the 99th percentile (nearest rank); nullopt
+  // without samples; infinity above the last edge.
+  static std::optional<double> p99_ms(const std::vector<uint64_t>& histogram);
+};
+
 struct CellSummary {
   uint64_t seeds_run = 0;
   uint64_t failing_seeds = 0;
@@ -81,6 +111,7 @@ struct CellSummary {
   std::vector<MonthlyCost> total_cost;  // per price set
   std::optional<double> heartbeat_s, lease_s;
   std::string variant;              // "core/wall", "core/counter", "seed"
+  std::optional<RegistryCell> registry;  // registry scenarios
 
   const GapStats* crash() const;
   uint64_t failing(const std::string& kind) const;
@@ -100,6 +131,9 @@ struct Configuration {
   std::optional<double> crash_p99_ms;  // worst judged cell, excused gaps included
   std::optional<double> crash_bound_ms;
   uint64_t seeds_judged = 0;
+  // Registry sweeps: the worst judged cell's staleness p99s.
+  std::optional<double> staleness_broadcast_p99_ms;
+  std::optional<double> staleness_presence_p99_ms;
 };
 
 // For one skew or pause axis and one combination of the other axes: the
@@ -121,6 +155,7 @@ struct UnsafeValue {
 };
 
 struct SweepSummary {
+  bool registry = false;  // a registry scenario: registry figures, no lease sections
   std::vector<CellSummary> cells;
   std::vector<std::string> kinds;  // every violation kind seen, sorted
   std::vector<std::string> capacity_names;  // every table and GSI seen, sorted

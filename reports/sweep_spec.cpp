@@ -286,6 +286,10 @@ bool is_stress_axis(std::string_view axis) {
   return axis == "fast_worker_offset" || axis == "skew_max" || axis == "pause";
 }
 
+bool is_registry_configuration_axis(std::string_view axis) {
+  return axis == "room_shards" || axis == "ttl" || axis == "algorithm" || axis == "flaws";
+}
+
 const scenarios::Scenario& SweepSpec::find_scenario() const {
   const scenarios::Scenario* found = scenarios::find_scenario(scenario);
   LP_ASSERT_MSG(found != nullptr, "spec scenario '{}' was checked when parsed", scenario);

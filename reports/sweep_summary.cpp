@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -11,6 +12,8 @@
 
 #include "base/assert.hpp"
 #include "scenarios/lease.hpp"
+#include "scenarios/metrics.hpp"
+#include "scenarios/registry.hpp"
 
 namespace leaseproof::report {
 
@@ -155,9 +158,53 @@ void describe_lease(const SweepSpec& spec, const SweepCell& cell, CellSummary& s
                         : fmt::format("core/{}", lease::to_string(options->lease.expiry_mode));
 }
 
+void add_histogram(const nlohmann::json& counts, std::vector<uint64_t>& sum) {
+  if (!counts.is_array()) return;
+  if (sum.size() < counts.size()) sum.resize(counts.size(), 0);
+  for (size_t i = 0; i < counts.size(); ++i) sum[i] += counts[i].get<uint64_t>();
+}
+
+void add_registry(const SeedRecord& record, RegistryCell& cell) {
+  const nlohmann::json& r = field_or_empty(field_or_empty(record, "metrics"), "registry");
+  auto count = [&](const char* key) { return static_cast<uint64_t>(number_or_zero(r, key)); };
+  cell.broadcasts += count("broadcasts");
+  cell.expected_deliveries += count("expected_deliveries");
+  cell.delivered += count("delivered");
+  cell.misses_not_in_answer += count("misses_not_in_answer");
+  cell.misses_gateway += count("misses_gateway");
+  cell.connections += count("connections");
+  cell.connection_hours += number_or_zero(r, "connection_s") / 3600;
+  cell.broadcast_read_units += number_or_zero(field_or_empty(r, "broadcast_units"), "read");
+  cell.broadcast_write_units += number_or_zero(field_or_empty(r, "broadcast_units"), "write");
+  cell.connection_read_units += number_or_zero(field_or_empty(r, "connection_units"), "read");
+  cell.connection_write_units += number_or_zero(field_or_empty(r, "connection_units"), "write");
+  const nlohmann::json& staleness = field_or_empty(r, "staleness_ms");
+  add_histogram(staleness.value("broadcast", nlohmann::json{}), cell.staleness_broadcast);
+  add_histogram(staleness.value("presence", nlohmann::json{}), cell.staleness_presence);
+}
+
+// Request units at on-demand prices, in dollars.
+double on_demand_dollars(const Prices& prices, double read_units, double write_units) {
+  return (read_units * prices.on_demand_read_per_million + write_units * prices.on_demand_write_per_million) / 1e6;
+}
+
+void price_registry(const SweepSpec& spec, RegistryCell& cell) {
+  const Prices& prices = spec.prices.front();
+  if (cell.broadcasts > 0) {
+    cell.dollars_per_million_broadcasts =
+        on_demand_dollars(prices, cell.broadcast_read_units, cell.broadcast_write_units) /
+        static_cast<double>(cell.broadcasts) * 1e6;
+  }
+  if (cell.connection_hours > 0) {
+    cell.dollars_per_thousand_connection_hours =
+        on_demand_dollars(prices, cell.connection_read_units, cell.connection_write_units) / cell.connection_hours * 1e3;
+  }
+}
+
 CellSummary summarize_cell(const SweepSpec& spec, const SweepCell& cell, const std::vector<SeedRecord>& records) {
   CellSummary summary;
   describe_lease(spec, cell, summary);
+  if (scenarios::is_registry_scenario(spec.scenario)) summary.registry.emplace();
   summary.seeds_run = records.size();
   std::map<std::string, GapLists> gaps;
   std::map<std::string, CapacityUse> uses;
@@ -167,7 +214,9 @@ CellSummary summarize_cell(const SweepSpec& spec, const SweepCell& cell, const s
     add_capacity(record, uses, summary);
     const nlohmann::json& fleet = field_or_empty(field_or_empty(record, "metrics"), "fleet");
     if (summary.connections == 0) summary.connections = static_cast<uint64_t>(number_or_zero(fleet, "connections"));
+    if (summary.registry) add_registry(record, *summary.registry);
   }
+  if (summary.registry) price_registry(spec, *summary.registry);
   for (auto& [cause, lists] : gaps) summary.recovery[cause] = gap_stats(std::move(lists));
   for (auto& [name, use] : uses) summary.capacity.push_back(std::move(use));  // "t" sorts before "t/gsi"
   price_capacity(spec, summary);
@@ -178,11 +227,13 @@ std::optional<Duration> stress_value(const nlohmann::json& value) {
   return value.is_string() ? parse_duration(value.get<std::string>()) : std::nullopt;
 }
 
-// A configuration: the cell's values of every axis but the skew and pause axes.
+// A configuration: the cell's values of every axis but the skew and pause
+// axes (a registry sweep: of its configuration axes only).
 std::string configuration_label(const SweepSpec& spec, const SweepCell& cell) {
+  const bool registry = scenarios::is_registry_scenario(spec.scenario);
   std::string label;
   for (size_t a = 0; a < spec.axes.size(); ++a) {
-    if (is_stress_axis(spec.axes[a].name)) continue;
+    if (registry ? !is_registry_configuration_axis(spec.axes[a].name) : is_stress_axis(spec.axes[a].name)) continue;
     label += fmt::format("{}{}={}", label.empty() ? "" : " ", spec.axes[a].name, axis_value_text(cell.values[a]));
   }
   return label.empty() ? "(base)" : label;
@@ -198,6 +249,27 @@ bool within_margin(const SweepSpec& spec, const SweepCell& cell) {
 }
 
 std::string seconds_text(double ms) { return fmt::format("{:.1f} s", ms / 1000); }
+
+void widen_p99(std::optional<double>& worst, const std::vector<uint64_t>& histogram) {
+  if (const auto p99 = RegistryCell::p99_ms(histogram)) worst = std::max(worst.value_or(0.0), *p99);
+}
+
+// A registry configuration qualifies with zero violations and broadcasts
+// measured in every cell (every workload value).
+void judge_registry_cell(const SweepData& data, const SweepCell& cell, const CellSummary& figures, Configuration& config) {
+  const RegistryCell& r = *figures.registry;
+  widen_p99(config.staleness_broadcast_p99_ms, r.staleness_broadcast);
+  widen_p99(config.staleness_presence_p99_ms, r.staleness_presence);
+  if (!config.verdict.empty()) return;
+  if (figures.failing_seeds > 0) {
+    std::string kinds;
+    for (const auto& [kind, k] : figures.kinds) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", kind, k.failing_seeds);
+    config.verdict = fmt::format("{} of {} seeds failed at {} ({})", figures.failing_seeds, figures.seeds_run,
+                                 cell_label(data.spec, cell), kinds);
+  } else if (r.broadcasts == 0) {
+    config.verdict = fmt::format("no broadcast ran at {}: delivery cannot be judged", cell_label(data.spec, cell));
+  }
+}
 
 // Why a configuration does (not) qualify, judged on its cells within the
 // safety margin; the first reason found is the one given.
@@ -216,6 +288,10 @@ void judge(const SweepData& data, const SweepSummary& summary, Configuration& co
     config.seeds_judged += figures.seeds_run;
     config.on_demand_month = std::max(config.on_demand_month, figures.total_cost.at(0).on_demand());
     config.provisioned_month = std::max(config.provisioned_month, figures.total_cost.at(0).provisioned());
+    if (figures.registry) {
+      judge_registry_cell(data, cell, figures, config);
+      continue;
+    }
     // Excused gaps count here: a variant whose gaps overlap the next fault
     // more often must not rank better for it.
     const GapStats* crash = figures.crash();
@@ -265,13 +341,42 @@ std::vector<Configuration> configurations(const SweepData& data, const SweepSumm
   for (const SweepCell& cell : data.cells) {
     const std::string label = configuration_label(data.spec, cell);
     auto [it, inserted] = by_label.emplace(label, list.size());
-    if (inserted) list.push_back(Configuration{label, {}, {}, false, {}, 0, 0, std::nullopt, std::nullopt, 0});
+    if (inserted) list.push_back(Configuration{label, {}, {}, false, {}, 0, 0, std::nullopt, std::nullopt, 0, std::nullopt, std::nullopt});
     Configuration& config = list[it->second];
     config.cells.push_back(cell.index);
     if (within_margin(data.spec, cell)) config.judged.push_back(cell.index);
   }
   for (Configuration& config : list) judge(data, summary, config);
   return list;
+}
+
+// The worse of the two staleness p99s, then the other.
+std::pair<double, double> staleness_key(const Configuration& c) {
+  const double broadcast = c.staleness_broadcast_p99_ms.value_or(0);
+  const double presence = c.staleness_presence_p99_ms.value_or(0);
+  return {std::max(broadcast, presence), std::min(broadcast, presence)};
+}
+
+// Registry: among the qualifying configurations within 5% of the cheapest
+// (runs of two configurations differ by their draws, not only by what they
+// cost), the one whose answers went stale the least (the worse of its
+// broadcast and presence p99s, then the other); then the cheaper; then grid
+// order.
+std::optional<size_t> registry_choice(const std::vector<Configuration>& list) {
+  std::optional<double> cheapest;
+  for (const Configuration& c : list) {
+    if (c.qualifies) cheapest = std::min(cheapest.value_or(c.on_demand_month), c.on_demand_month);
+  }
+  std::optional<size_t> best;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Configuration& a = list[i];
+    if (!a.qualifies || a.on_demand_month > *cheapest * 1.05) continue;
+    if (!best || staleness_key(a) < staleness_key(list[*best]) ||
+        (staleness_key(a) == staleness_key(list[*best]) && a.on_demand_month < list[*best].on_demand_month)) {
+      best = i;
+    }
+  }
+  return best;
 }
 
 std::optional<size_t> cheapest_qualifying(const std::vector<Configuration>& list) {
@@ -321,7 +426,43 @@ std::string analytic_note(const SweepSpec& spec, const SweepSummary& summary, co
   return note;
 }
 
+std::string staleness_text(const std::optional<double>& p99_ms) {
+  if (!p99_ms) return "-";
+  if (std::isinf(*p99_ms)) return fmt::format("> {}", seconds_text(scenarios::histogram_edges_ms().back()));
+  return fmt::format("<= {}", seconds_text(*p99_ms));
+}
+
+std::string registry_recommendation(const SweepData& data, const SweepSummary& summary) {
+  const SweepSpec& spec = data.spec;
+  std::string workload;
+  for (const SweepAxis& axis : spec.axes) {
+    if (!is_registry_configuration_axis(axis.name)) workload += (workload.empty() ? "" : ", ") + axis.name;
+  }
+  const std::string every = workload.empty() ? std::string{} : fmt::format(" at every {}", workload);
+  if (!summary.recommended) {
+    return fmt::format("No configuration qualifies: none of the {} configurations ran with zero violations{}. See the "
+                       "configurations table for the reason of each.",
+                       summary.configurations.size(), every);
+  }
+  const Configuration& best = summary.configurations[*summary.recommended];
+  double per_broadcast = 0;
+  double per_hour = 0;
+  for (const size_t index : best.judged) {
+    per_broadcast = std::max(per_broadcast, summary.cells[index].registry->dollars_per_million_broadcasts);
+    per_hour = std::max(per_hour, summary.cells[index].registry->dollars_per_thousand_connection_hours);
+  }
+  return fmt::format(
+      "Recommended: {}. Zero violations in {} runs{}; of the configurations within 5% of the cheapest, its answers "
+      "went stale the least: staleness p99 {} for broadcasts and {} for presence (the worst cell). DynamoDB on "
+      "demand with the '{}' prices: ${:.2f} per million broadcasts and ${:.2f} per thousand connection-hours (the "
+      "worst cell), ${:.2f} a month for the fleet as simulated.",
+      best.label, best.seeds_judged, every, staleness_text(best.staleness_broadcast_p99_ms),
+      staleness_text(best.staleness_presence_p99_ms), spec.prices.front().name, per_broadcast, per_hour,
+      best.on_demand_month);
+}
+
 std::string recommendation_text(const SweepData& data, const SweepSummary& summary) {
+  if (summary.registry) return registry_recommendation(data, summary);
   const SweepSpec& spec = data.spec;
   const std::string stress = stress_axes_text(spec);
   const std::string margin =
@@ -438,6 +579,10 @@ std::vector<UnsafeValue> unsafe_values(const SweepData& data, const SweepSummary
 }
 
 void choose_timeline(const SweepData& data, SweepSummary& summary) {
+  if (summary.registry) {
+    summary.timeline_reason = "a registry sweep has no ownership timeline";
+    return;
+  }
   if (data.spec.timeline) {
     summary.timeline = *data.spec.timeline;
     summary.timeline_reason = "chosen by the spec";
@@ -474,6 +619,24 @@ double nearest_rank(const std::vector<double>& sorted, unsigned percent) {
   return sorted[rank - 1];
 }
 
+double RegistryCell::members_per_broadcast() const {
+  return broadcasts == 0 ? 0 : static_cast<double>(expected_deliveries) / static_cast<double>(broadcasts);
+}
+
+std::optional<double> RegistryCell::p99_ms(const std::vector<uint64_t>& histogram) {
+  uint64_t total = 0;
+  for (const uint64_t count : histogram) total += count;
+  if (total == 0) return std::nullopt;
+  const uint64_t rank = std::max<uint64_t>(1, (99 * total + 99) / 100);
+  const std::vector<double>& edges = scenarios::histogram_edges_ms();
+  uint64_t seen = 0;
+  for (size_t i = 0; i < histogram.size(); ++i) {
+    seen += histogram[i];
+    if (seen >= rank) return i < edges.size() ? edges[i] : std::numeric_limits<double>::infinity();
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
 const GapStats* CellSummary::crash() const {
   const auto it = recovery.find("crash");
   return it == recovery.end() ? nullptr : &it->second;
@@ -492,6 +655,7 @@ uint64_t CellSummary::failing(const std::string& kind) const {
 
 SweepSummary summarize(const SweepData& data) {
   SweepSummary summary;
+  summary.registry = scenarios::is_registry_scenario(data.spec.scenario);
   std::set<std::string> kinds;
   std::set<std::string> names;
   for (const SweepCell& cell : data.cells) {
@@ -502,7 +666,8 @@ SweepSummary summarize(const SweepData& data) {
   summary.kinds.assign(kinds.begin(), kinds.end());
   summary.capacity_names.assign(names.begin(), names.end());
   summary.configurations = configurations(data, summary);
-  summary.recommended = cheapest_qualifying(summary.configurations);
+  summary.recommended =
+      summary.registry ? registry_choice(summary.configurations) : cheapest_qualifying(summary.configurations);
   summary.unsafe = unsafe_values(data, summary);
   summary.recommendation = recommendation_text(data, summary);
   choose_timeline(data, summary);

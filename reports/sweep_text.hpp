@@ -73,4 +73,19 @@ inline std::string fleet_text(const SweepSpec& spec) {
              : std::string{"for the fleet as simulated"};
 }
 
+// A registry staleness p99 (a histogram's upper edge): "<= 2.00", "> 86400.00"
+// above the last edge, "-" without samples.
+inline std::string staleness(const std::optional<double>& p99_ms, double last_edge_ms) {
+  if (!p99_ms) return "-";
+  if (*p99_ms > last_edge_ms) return "> " + seconds(last_edge_ms);
+  return "<= " + seconds(*p99_ms);
+}
+
+// A p99 in JSON: the edge in ms, "inf" above the last edge, null without samples.
+inline nlohmann::json p99_json(const std::optional<double>& p99_ms) {
+  if (!p99_ms) return nullptr;
+  if (*p99_ms > 1e300) return "inf";
+  return *p99_ms;
+}
+
 }  // namespace leaseproof::report::text

@@ -1,5 +1,6 @@
 // The lease fleet simulation: world building, fault schedule, checks.
 #include "scenarios/lease.hpp"
+#include "scenarios/metrics.hpp"
 
 #include <algorithm>
 #include <map>
@@ -270,29 +271,8 @@ nlohmann::json lease_metrics(const LeaseScenarioOptions& o, const properties::Le
     cause[excused ? "excused_gaps_ms" : "gaps_ms"].push_back(length);
     if (!excused && checker.path_name(gap) == "watcher's") cause["watcher_gaps_ms"].push_back(length);
   }
-  nlohmann::json tables = nlohmann::json::object();
-  for (const auto& [name, accounting] : store.all_accounting()) {
-    nlohmann::json indexes = nlohmann::json::object();
-    for (const auto& [index, units] : accounting.indexes) {
-      indexes[index] = {{"wcu", units.write_units}, {"rcu", static_cast<double>(units.read_half_units) / 2}};
-    }
-    tables[name] = {{"wcu", accounting.table.write_units},
-                    {"rcu", static_cast<double>(accounting.table.read_half_units) / 2},
-                    {"indexes", indexes},
-                    {"requests",
-                     {{"GetItem", accounting.get_item},
-                      {"PutItem", accounting.put_item},
-                      {"UpdateItem", accounting.update_item},
-                      {"DeleteItem", accounting.delete_item},
-                      {"Query", accounting.query},
-                      {"BatchWriteItem", accounting.batch_write_item},
-                      {"TransactWriteItems", accounting.transact_write_items},
-                      {"Scan", accounting.scan}}},
-                    {"throttled", accounting.throttled_requests},
-                    {"conditional_check_failures", accounting.conditional_check_failures}};
-  }
   return {{"recovery", recovery},
-          {"dynamodb", {{"tables", tables}, {"simulated_s", static_cast<double>(o.duration.ns()) / 1e9}}},
+          {"dynamodb", dynamodb_metrics(store, o.duration)},
           {"fleet", {{"workers", o.workers}, {"connections", o.connections}}}};
 }
 

@@ -1,4 +1,5 @@
 #include "scenarios/registry.hpp"
+#include "scenarios/metrics.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -184,6 +185,9 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
     if (std::string e = duration("maintenance_at", Duration::zero(), Duration::from_h(48), at); !e.empty()) return e;
     w.maintenances = {Instant{} + at};
   }
+  // Without its own figure, the users follow the clients (four users to five
+  // clients, as the defaults: some users keep two tabs open).
+  if (p.contains("clients") && !p.contains("users")) w.users = std::max<uint32_t>(1, w.clients * 4 / 5);
   if (w.users > w.clients) return fmt::format("users ({}) must be at most clients ({})", w.users, w.clients);
   if (o.config.ttl <= w.connection_cap) {
     return fmt::format("ttl ({}) must be longer than connection_cap ({}): a live connection's row must not expire",
@@ -259,9 +263,11 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
                                                                    Ratio{1, 200}, Duration::from_ms(200)},
                                          Ratio::zero(), false});
   models::DynamoStore store{dynamo_options, sim::derive_seed(config.seed, "registry/dynamo")};
+  models::RegistryTally tally;
   models::RegistryShared shared;
   shared.workload = o.workload;
   shared.config = o.config;
+  shared.tally = &tally;
   shared.dynamo = world.add_node("dynamodb", {}, [&store] { return std::make_unique<models::DynamoNode>(store); });
   shared.gateway = world.add_node("gateway", {}, [&shared] { return std::make_unique<models::GatewayProcess>(shared); });
   shared.handler = world.add_node("handler", {}, [&shared] { return std::make_unique<models::RegistryHandler>(shared); });
@@ -314,6 +320,22 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
                      {"dynamodb.ttl_deletes", static_cast<uint64_t>(accounting.ttl_deletes)},
                      {"dynamodb.query", static_cast<uint64_t>(accounting.query)}};
   for (const auto& [mark, count] : marks) result.counters.emplace_back(mark, count);
+  result.metrics = {
+      {"dynamodb", dynamodb_metrics(store, o.duration)},
+      {"fleet", {{"connections", o.workload.clients}}},
+      {"registry",
+       {{"broadcasts", f.broadcasts},
+        {"expected_deliveries", f.expected_deliveries},
+        {"delivered", f.delivered},
+        {"misses_not_in_answer", f.misses_not_in_answer},
+        {"misses_gateway", f.misses_gateway},
+        {"connections", f.connections},
+        {"connection_s", f.connection_s},
+        {"broadcast_units", {{"read", tally.broadcast.read}, {"write", tally.broadcast.write}}},
+        {"connection_units", {{"read", tally.connection.read}, {"write", tally.connection.write}}},
+        {"staleness_ms",
+         {{"broadcast", histogram_ms(checker.staleness().broadcast_ms)},
+          {"presence", histogram_ms(checker.staleness().presence_ms)}}}}}};
   if (c.algorithm == registry::Algorithm::seed) {
     result.failure_expected = "the seed's registry (UnprocessedItems dropped, no expiresAt filter, one partition per room)";
   } else if (c.flaws != 0) {

@@ -7,7 +7,9 @@ sends a release notice to the FIFO queue. Worker B, whose reconcile interval
 Passes when B logs release.received (taken) then lease.open for c0 well
 before its lease watch could have found the release (lease + margin -
 heartbeat after it), A drained cleanly having logged release.sent, and B's
-/metrics count the notice and the consumed capacity.
+/metrics count the notice and the consumed capacity. On the way, `control
+create-tables --registry-table` (run twice: existing tables are kept) has
+created the connection registry's table with seed 003's keys and GSIs.
 
 Usage: release_notice_e2e.py LEASEPROOF_BINARY
 Starts everything on 127.0.0.1 itself (dynalite and fauxqs through
@@ -120,6 +122,24 @@ def metrics(port):
     return dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
+def describe_registry_table(endpoint, table):
+    """DescribeTable straight to the endpoint (dynalite checks no signature):
+    the registry's GSIs with their key schemas, as docs/registry.md gives them."""
+    request = urllib.request.Request(endpoint, data=json.dumps({"TableName": table}).encode(), headers={
+        "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810.DescribeTable",
+        "X-Amz-Date": "20260101T000000Z",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, "
+                         "SignedHeaders=host, Signature=0"})
+    described = json.loads(urllib.request.urlopen(request, timeout=10).read())["Table"]
+    keys = {index["IndexName"]: [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]]
+            for index in described.get("GlobalSecondaryIndexes", [])}
+    expected = {"byConnection": [("connectionId", "HASH")], "byUser": [("userId", "HASH"), ("connectionId", "RANGE")]}
+    if keys != expected or described["KeySchema"] != [{"AttributeName": "pk", "KeyType": "HASH"},
+                                                      {"AttributeName": "sk", "KeyType": "RANGE"}]:
+        fail(f"registry table {table}: key schema {described['KeySchema']}, GSIs {keys}; expected {expected}")
+    print(f"registry table {table}: GSIs {sorted(keys)}")
+
+
 def run(binary, workdir):
     processes = Processes(workdir)
     try:
@@ -128,8 +148,13 @@ def run(binary, workdir):
         hub_port_file = os.path.join(workdir, "hub.port")
         processes.start("hub", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file])
         hub_url = f"ws://127.0.0.1:{wait_file(hub_port_file, 10)}/"
-        subprocess.run([binary, "control", "create-tables", "--endpoint", dynamo], check=True, timeout=60,
-                       capture_output=True)
+        # Twice: existing tables are kept. The registry's table comes along (seed 003's shape).
+        for _ in range(2):
+            created = subprocess.run([binary, "control", "create-tables", "--endpoint", dynamo, "--registry-table",
+                                      "rooms"], check=True, timeout=60, capture_output=True, text=True).stdout
+            if "rooms" not in created:
+                fail(f"create-tables did not report the registry table: {created}")
+        describe_registry_table(dynamo, "rooms")
         subprocess.run([binary, "control", "start", "--endpoint", dynamo, "--connections", "c0", "--url", hub_url],
                        check=True, timeout=60, capture_output=True)
         queue_url = subprocess.run([binary, "control", "create-queue", "--sqs-endpoint", sqs, "--queue",
