@@ -5,6 +5,7 @@
 
 #include "cli/gate_command.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -204,7 +206,7 @@ bool record_regressions(const std::string& path, const std::vector<GateRun>& run
 // gate's configuration; shards of one gate merge into the unsharded result.
 nlohmann::json gate_document(const GateArgs& args, const std::vector<GateRun>& runs,
                              const std::vector<GateOutcome>& outcomes, const std::optional<report::Shard>& shard,
-                             uint64_t first_seed, Duration duration, const nlohmann::json& parameters,
+                             uint64_t first_seed, const std::string& duration, const nlohmann::json& parameters,
                              bool out_of_budget) {
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -229,7 +231,7 @@ nlohmann::json gate_document(const GateArgs& args, const std::vector<GateRun>& r
                         {"scenario", args.run.scenario},
                         {"first_seed", first_seed},
                         {"seeds", args.seeds},
-                        {"duration", format_duration(duration)},
+                        {"duration", duration},
                         {"parameters", parameters},
                         {"regressions", args.regressions_path},
                         {"shard", shard ? nlohmann::json{{"index", shard->index}, {"count", shard->count}}
@@ -277,17 +279,47 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
 }
 
 int gate_command(const GateArgs& args) {
-  const scenarios::Scenario& scenario = parse_scenario(args.run.scenario);
+  // One scenario, or several new seeds take in turn ("lease-swarm,registry-swarm").
+  std::vector<const scenarios::Scenario*> scenario_list;
+  for (size_t begin = 0; begin <= args.run.scenario.size();) {
+    const size_t comma = std::min(args.run.scenario.find(',', begin), args.run.scenario.size());
+    const scenarios::Scenario* one = &parse_scenario(args.run.scenario.substr(begin, comma - begin));
+    if (std::find(scenario_list.begin(), scenario_list.end(), one) != scenario_list.end()) {
+      throw UsageError{fmt::format("--scenario: '{}' is listed twice", one->name)};
+    }
+    scenario_list.push_back(one);
+    begin = comma + 1;
+  }
+  const bool combined = scenario_list.size() > 1;
+  const scenarios::Scenario& scenario = *scenario_list.front();
   const uint64_t first_seed = parse_seed(args.first_seed, "--first-seed");
   if (first_seed > UINT64_MAX - (args.seeds - 1)) {
     throw UsageError{fmt::format("--first-seed: {} + {} seeds runs past the largest seed", first_seed, args.seeds)};
   }
-  const Duration duration = args.run.duration.empty() ? scenario.default_duration
-                                                      : parse_positive_duration(args.run.duration, "--duration");
+  std::vector<Duration> durations;
+  for (const scenarios::Scenario* one : scenario_list) {
+    durations.push_back(args.run.duration.empty() ? one->default_duration
+                                                  : parse_positive_duration(args.run.duration, "--duration"));
+  }
+  const Duration duration = durations.front();
+  std::string duration_text;
+  for (const Duration d : durations) duration_text += (duration_text.empty() ? "" : ",") + format_duration(d);
   const std::optional<Duration> budget =
       args.budget.empty() ? std::nullopt : std::optional{parse_positive_duration(args.budget, "--budget")};
   const nlohmann::json parameters = scenario_parameters(args.run);
-  validate_seeds(scenario, first_seed, args.seeds, duration, parameters);
+  if (combined && !parameters.empty()) {
+    throw UsageError{fmt::format("--params: a combined gate (--scenario {}) runs each scenario with its own "
+                                 "defaults; parameters belong to a gate of one scenario",
+                                 args.run.scenario)};
+  }
+  if (!combined) {
+    validate_seeds(scenario, first_seed, args.seeds, duration, parameters);
+  } else {
+    for (uint64_t i = 0; i < args.seeds; ++i) {
+      validate_seeds(*scenario_list[i % scenario_list.size()], first_seed + i, 1, durations[i % scenario_list.size()],
+                     parameters);
+    }
+  }
   // Output files are checked before anything runs: a gate that cannot
   // report must not spend its budget first.
   check_output_file("--junit", args.junit_path);
@@ -318,15 +350,17 @@ int gate_command(const GateArgs& args) {
   const size_t regressions = runs.size();
   for (uint64_t i = 0; i < args.seeds; ++i) {
     if (shard && i % shard->count != shard->index - 1) continue;
-    runs.push_back({std::string{scenario.name}, first_seed + i, duration, parameters, false});
+    const size_t k = i % scenario_list.size();
+    runs.push_back({std::string{scenario_list[k]->name}, first_seed + i, durations[k], parameters, false});
   }
   const uint64_t new_seeds = runs.size() - regressions;
   const uint64_t min_seeds = std::min(args.min_seeds, new_seeds);
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
-  fmt::print("leaseproof gate: {} regression runs, then scenario {} seeds {}..{}{} (duration {}{}), {} threads\n",
-             regressions, scenario.name, first_seed, first_seed + args.seeds - 1,
+  fmt::print("leaseproof gate: {} regression runs, then scenario{} {} seeds {}..{}{}{} (duration {}{}), {} threads\n",
+             regressions, combined ? "s" : "", args.run.scenario, first_seed, first_seed + args.seeds - 1,
+             combined ? " in turn" : "",
              shard ? fmt::format(", shard {}/{}: {} of them", shard->index, shard->count, new_seeds) : "",
-             format_duration(duration), budget ? fmt::format(", budget {}", format_duration(*budget)) : "", jobs);
+             duration_text, budget ? fmt::format(", budget {}", format_duration(*budget)) : "", jobs);
   std::fflush(stdout);
 
   const auto start = std::chrono::steady_clock::now();
@@ -395,7 +429,7 @@ int gate_command(const GateArgs& args) {
     std::error_code made;
     std::filesystem::create_directories(args.out, made);
     const nlohmann::json document =
-        gate_document(args, runs, outcomes, shard, first_seed, duration, parameters, out_of_budget);
+        gate_document(args, runs, outcomes, shard, first_seed, duration_text, parameters, out_of_budget);
     if (!made && write_whole_file(path, document.dump(2) + "\n")) {
       fmt::print("gate: results written to {}{}\n", path,
                  shard ? "; combine every shard with: leaseproof report merge --out DIR SHARD_DIR..." : "");

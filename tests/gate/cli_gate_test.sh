@@ -148,6 +148,44 @@ case $case_name in
     [[ $status == 0 ]] || fail "merging three good shards exited $status: $(cat "$dir/out")"
     grep -q "report merge: 3 gate shards, 2 runs: 0 failed" "$dir/out" || fail "merge summary: $(cat "$dir/out")"
     ;;
+  combined)
+    # The combined run: new seeds take the lease swarm and the registry's in
+    # turn, each with its own default duration; shards merge into the same runs.
+    "$bin" gate --scenario lease-swarm,registry-swarm --seeds 4 --no-record --junit "$dir/j.xml" --out "$dir/whole" \
+      >"$dir/out" || fail "the combined gate exited $?: $(cat "$dir/out")"
+    grep -q 'scenarios lease-swarm,registry-swarm seeds 1..4 in turn (duration 10m0s,30m0s)' "$dir/out" ||
+      fail "start line: $(head -1 "$dir/out")"
+    grep -q '^gate: PASS$' "$dir/out" || fail "no PASS line"
+    runs=$(python3 -c 'import json,sys; print(" ".join("/".join(str(r[k]) for k in ("scenario", "seed", "duration")) for r in json.load(open(sys.argv[1]))["runs"]))' "$dir/whole/gate.json")
+    [[ $runs == "lease-swarm/1/10m0s registry-swarm/2/30m0s lease-swarm/3/10m0s registry-swarm/4/30m0s" ]] ||
+      fail "runs: $runs"
+    grep -q 'classname="leaseproof.gate.seeds.registry-swarm" name="seed 2"' "$dir/j.xml" || fail "JUnit names no registry run"
+    for shard in 1 2; do
+      "$bin" gate --scenario lease-swarm,registry-swarm --seeds 4 --shard $shard/2 --no-record --out "$dir/s$shard" \
+        >/dev/null || fail "combined shard $shard/2 failed"
+    done
+    "$bin" report merge --out "$dir/merged" "$dir/s1" "$dir/s2" >"$dir/out" 2>&1 || fail "merge: $(cat "$dir/out")"
+    cmp -s "$dir/merged/gate.json" "$dir/whole/gate.json" || fail "the merged shards differ from the whole gate"
+    # A registry regression (the seed's dropped UnprocessedItems) fails the gate with its reproduce line.
+    printf '{"scenario":"registry","seed":1,"parameters":{"flaws":["drop_unprocessed"]},"kind":"staleness"}\n' \
+      >"$dir/reg.jsonl"
+    status=0
+    "$bin" gate --scenario lease-swarm,registry-swarm --seeds 2 --regressions "$dir/reg.jsonl" --no-record \
+      >"$dir/out" || status=$?
+    [[ $status == 1 ]] || fail "a failing registry regression exited $status"
+    grep -q "regression seed 1: FAIL (staleness)" "$dir/out" || fail "no registry failure: $(cat "$dir/out")"
+    grep -q "reproduce: leaseproof run --seed 1 --scenario registry --duration 30m0s --params" "$dir/out" ||
+      fail "no reproduce line: $(cat "$dir/out")"
+    # Parameters belong to one scenario; a scenario listed twice is a typo.
+    status=0
+    "$bin" gate --scenario lease-swarm,registry-swarm --algorithm seed >"$dir/out" 2>"$dir/err" || status=$?
+    [[ $status == 2 && ! -s "$dir/out" ]] || fail "--algorithm with a combined gate exited $status"
+    grep -q "a combined gate (--scenario lease-swarm,registry-swarm) runs each scenario with its own" "$dir/err" ||
+      fail "message: $(cat "$dir/err")"
+    status=0
+    "$bin" gate --scenario registry-swarm,lease-swarm,registry-swarm >"$dir/out" 2>"$dir/err" || status=$?
+    [[ $status == 2 ]] && grep -q "'registry-swarm' is listed twice" "$dir/err" || fail "twice: $(cat "$dir/err")"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo "ok: $case_name"
