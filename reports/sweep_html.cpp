@@ -520,13 +520,12 @@ std::string timeline_section(const SweepData& data, const std::optional<Ownershi
 std::string registry_charts(const SweepData& data, const SweepSummary& summary) {
   svg::Chart cost;
   cost.title = fmt::format("DynamoDB $ per million broadcasts ({}, on demand) vs room size", data.spec.prices.front().name);
-  cost.caption = {"One point per cell, its seeds together; room size: the live members a broadcast had to reach, on average."};
+  cost.caption = {"One point per cell, its seeds together; x: the live members a broadcast", "had to reach, on average."};
   cost.x_label = "members per broadcast";
   cost.y_label = "$ per million broadcasts";
   svg::Chart stale;
   stale.title = "Presence staleness p99 vs members per broadcast";
-  stale.caption = {"One point per cell: how long after a user's last connection died presence still said online (p99, "
-                   "the histogram bucket's upper edge)."};
+  stale.caption = {"One point per cell: how long after a user's last connection died", "presence still said online (p99: the histogram bucket's upper edge)."};
   stale.x_label = "members per broadcast";
   stale.y_label = "presence staleness p99 (s)";
   for (const SweepCell& cell : data.cells) {
