@@ -42,6 +42,15 @@ bool RegistryChecker::expired(const std::string& connection, const std::string& 
 }
 
 void RegistryChecker::observe(const sim::TraceEvent& event) {
+  if (event.kind == sim::EventKind::partition_start) {
+    ++open_cuts_;
+    return;
+  }
+  if (event.kind == sim::EventKind::partition_end) {
+    LP_ASSERT_GT(open_cuts_, 0u);
+    if (--open_cuts_ == 0) last_cut_end_ = event.true_time;
+    return;
+  }
   if (event.kind != sim::EventKind::note) return;
   const std::string_view label = event.label;
   if (!label.starts_with("gw.") && !label.starts_with("registry.")) return;
@@ -181,9 +190,20 @@ void RegistryChecker::on_broadcast_end(const sim::TraceEvent& event) {
   if (it == broadcasts_.end()) return;
   const Broadcast b = std::move(it->second);
   broadcasts_.erase(it);
-  const auto w = words(event.detail);  // room members delivered gone failed rows_left prune_failures error
-  const std::string error = w.size() > 7 ? w[7] : "-";
+  const auto w = words(event.detail);  // room members delivered gone failed rows_left prune_failures error...
+  std::string error = w.size() > 7 ? w[7] : "-";
+  for (size_t i = 8; i < w.size(); ++i) error += " " + w[i];
   const bool prunes_ok = w.at(6) == "0";
+  // DynamoDB was out of the handler's reach during the broadcast: its member
+  // query failing is the partition's doing, and the broadcast said so.
+  const bool cut = open_cuts_ > 0 || (last_cut_end_ && *last_cut_end_ >= b.began);
+  if (error != "-" && cut) {
+    ++figures_.broadcasts_failed_in_cut;
+    for (const std::string& connection : b.expected) {
+      if (connections_[connection].alive && !b.last_status.contains(connection)) ++figures_.misses_in_cut;
+    }
+    return;
+  }
   for (const std::string& connection : b.expected) {
     const Connection& c = connections_[connection];
     if (!c.alive) continue;  // not a member for the whole broadcast
@@ -243,10 +263,10 @@ void RegistryChecker::on_presence(const sim::TraceEvent& event) {
 std::string RegistryChecker::summary() const {
   const Figures& f = figures_;
   return fmt::format("registry: {} joins asked ({} asked again after a failure); {} broadcasts, {} of {} expected deliveries made ({} left out of the answer, {} "
-                     "refused by the gateway past every attempt); {} posts to dead connections; {} presence answers "
+                     "refused by the gateway past every attempt; {} broadcasts failed while DynamoDB was cut off); {} posts to dead connections; {} presence answers "
                      "online ({} from rows of dead connections within the TTL); removals {} reported ok, {} failed",
                      f.joins_asked, f.join_retries, f.broadcasts, f.delivered, f.expected_deliveries, f.misses_not_in_answer, f.misses_gateway,
-                     f.ghost_posts, f.presence_answers, f.presence_online_ghosts, f.removals_ok, f.removals_failed);
+                     f.broadcasts_failed_in_cut, f.ghost_posts, f.presence_answers, f.presence_online_ghosts, f.removals_ok, f.removals_failed);
 }
 
 }  // namespace leaseproof::properties

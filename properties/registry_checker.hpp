@@ -13,6 +13,10 @@
 //               to the broadcast's end). A member the answer left out is a
 //               violation, with the cause; a post the gateway throttled past
 //               every attempt is a miss the gateway caused, counted apart.
+//               A broadcast that failed (its member query reported an
+//               error) while a network partition was open or after one began
+//               during it is the partition's: counted apart (the registry
+//               scenarios partition only the handler from DynamoDB).
 //   membership  a connection that asked to join a room (gw.join) and stayed
 //               connected is a member (registry.joined) within `join_bound`:
 //               the client's attempts, each answered or timed out.
@@ -75,6 +79,8 @@ class RegistryChecker {
     uint64_t removals_failed = 0;
     uint64_t joins_asked = 0;
     uint64_t join_retries = 0;
+    uint64_t broadcasts_failed_in_cut = 0;  // failed while DynamoDB was cut off
+    uint64_t misses_in_cut = 0;             // their live members not posted to
     uint64_t connections = 0;
     double connection_s = 0;  // summed over connections, up to the end of the run (after finish)
   };
@@ -129,6 +135,8 @@ class RegistryChecker {
   // Users without a live connection: since when, and the latest presence
   // answer that said online since then (relative to it).
   std::map<std::string, std::pair<Instant, Duration>> offline_;
+  uint32_t open_cuts_ = 0;  // partitions open now
+  std::optional<Instant> last_cut_end_;
   Figures figures_;
   Staleness staleness_;
   std::vector<std::string> violations_;

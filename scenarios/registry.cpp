@@ -31,6 +31,10 @@ struct RegistryOptions {
   // with the TTL (20 minutes here for 2 h 10 min).
   Duration ttl_sweep_lag_max = Duration::from_min(10);
   Duration duration = Duration::from_min(30);
+  // A network partition between the handler and DynamoDB (both ways) from
+  // `dynamo_cut_at` for `dynamo_cut_for`; zero length: none.
+  Duration dynamo_cut_at;
+  Duration dynamo_cut_for;
 };
 
 RegistryOptions defaults(std::string_view name, uint64_t seed) {
@@ -83,6 +87,10 @@ RegistryOptions defaults(std::string_view name, uint64_t seed) {
     o.partition_wcu_per_s = draw.uniform(std::max<int64_t>(10, needed), std::max<int64_t>(200, needed));
     o.partition_rcu_per_s = draw.uniform(100, 3000);
     o.ttl_sweep_lag_max = Duration::from_s(draw.uniform(1, 900));
+    if (draw.chance(Ratio{1, 3})) {
+      o.dynamo_cut_at = Duration::from_s(draw.uniform(60, 1500));
+      o.dynamo_cut_for = Duration::from_s(draw.uniform(1, 60));
+    }
   }
   if (name == "registry-big-room") {
     // One room of 2,000 members, a broadcast to it every 100 ms, no churn
@@ -106,7 +114,8 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   static constexpr std::string_view kAllowed[] = {
       "algorithm", "flaws", "clients", "users", "rooms", "rooms_per_client", "room_shards", "ttl",
       "connection_cap", "disconnect_loss_pct", "abrupt_pct", "maintenance_at", "mass_close_at", "quiet_rooms",
-      "throttling", "partition_wcu_per_s", "partition_rcu_per_s", "posts_per_s", "broadcast_interval"};
+      "throttling", "partition_wcu_per_s", "partition_rcu_per_s", "posts_per_s", "broadcast_interval",
+      "dynamo_cut_at", "dynamo_cut_for"};
   for (const auto& [key, value] : p.items()) {
     if (std::find(std::begin(kAllowed), std::end(kAllowed), key) == std::end(kAllowed)) {
       return fmt::format("{}: unknown field; allowed: {}", key, fmt::join(kAllowed, ", "));
@@ -165,7 +174,9 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
                         duration("ttl", Duration::from_min(1), Duration::from_h(48), o.config.ttl),
                         duration("connection_cap", Duration::from_min(1), Duration::from_h(48), w.connection_cap),
                         duration("broadcast_interval", Duration::from_ms(10), Duration::from_min(10),
-                                 w.broadcast_interval)}) {
+                                 w.broadcast_interval),
+                        duration("dynamo_cut_at", Duration::zero(), Duration::from_h(48), o.dynamo_cut_at),
+                        duration("dynamo_cut_for", Duration::zero(), Duration::from_min(10), o.dynamo_cut_for)}) {
     if (!e.empty()) return e;
   }
   if (disconnect_loss >= 0) w.disconnect_loss = Ratio{static_cast<uint64_t>(disconnect_loss), 100};
@@ -285,6 +296,11 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
       dynamic_cast<models::GatewayProcess*>(world.process(shared.gateway))->maintenance_now();
     });
   }
+  if (!o.dynamo_cut_for.is_zero()) {
+    const Instant from = Instant{} + o.dynamo_cut_at;
+    world.partition(shared.handler, shared.dynamo, from, from + o.dynamo_cut_for);
+    world.partition(shared.dynamo, shared.handler, from, from + o.dynamo_cut_for);
+  }
   if (config.before_run) config.before_run(world);
   world.run_until(Instant{} + o.duration);
   checker.finish(Instant{} + o.duration);
@@ -294,12 +310,15 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
       world, config, o.duration,
       fmt::format("registry: algorithm={}{} clients={} users={} rooms={} rooms_per_client={} shards={} ttl={} cap={} "
                   "quiet={} disconnect_loss={} abrupt={} throttling={} partition={} WCU/s {} RCU/s posts={}/s "
-                  "broadcast every {}",
+                  "broadcast every {}{}",
                   registry::to_string(c.algorithm), flaw_text(c), o.workload.clients, o.workload.users, o.workload.rooms,
                   o.workload.rooms_per_client, registry::room_shards(c), c.ttl, o.workload.connection_cap,
                   o.workload.quiet_rooms, o.workload.disconnect_loss, o.workload.abrupt_share, o.throttling,
                   o.partition_wcu_per_s, o.partition_rcu_per_s, o.workload.posts_per_s,
-                  o.workload.broadcast_interval));
+                  o.workload.broadcast_interval,
+                  o.dynamo_cut_for.is_zero() ? std::string{}
+                                             : fmt::format(" handler-DynamoDB cut at {} for {}", o.dynamo_cut_at,
+                                                           o.dynamo_cut_for)));
   result.scenario = std::string{name};
   result.parameters = config.parameters;
   result.violations = invariants.violations();
@@ -313,6 +332,7 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
                      {"registry.expected_deliveries", f.expected_deliveries},
                      {"registry.delivered", f.delivered},
                      {"registry.ghost_posts", f.ghost_posts},
+                     {"registry.broadcasts_failed_in_cut", f.broadcasts_failed_in_cut},
                      {"registry.presence_online_ghosts", f.presence_online_ghosts},
                      {"registry.removals_ok", f.removals_ok},
                      {"registry.removals_failed", f.removals_failed},
@@ -376,6 +396,9 @@ std::vector<Candidate> candidates(std::string_view name, const RunConfig& config
   }
   if (!w.mass_closes.empty() && w.mass_closes.front() < end) {
     add("removed the mass close", [](nlohmann::json& p) { p["mass_close_at"] = "48h"; });
+  }
+  if (!o.dynamo_cut_for.is_zero() && Instant{} + o.dynamo_cut_at < end) {
+    add("removed the handler-DynamoDB cut", [](nlohmann::json& p) { p["dynamo_cut_for"] = "0s"; });
   }
   if (w.quiet_rooms > 0) add("no quiet rooms", [](nlohmann::json& p) { p["quiet_rooms"] = 0; });
   if (!w.abrupt_share.is_zero()) add("no abrupt losses", [](nlohmann::json& p) { p["abrupt_pct"] = 0; });

@@ -164,7 +164,7 @@ void RegistryClient::on_reply(uint64_t token, const dynamo::Result<dynamo::Respo
     case Purpose::presence_page: {
       const auto& page = std::get<dynamo::QueryResponse>(response);
       op.done.read_units += units(page.consumed_capacity);
-      on_page(id, op, call, page, out);
+      on_page(id, op, call, page, now, out);
       break;
     }
     case Purpose::delete_batch: {
@@ -178,7 +178,7 @@ void RegistryClient::on_reply(uint64_t token, const dynamo::Result<dynamo::Respo
 }
 
 void RegistryClient::on_page(OperationId id, Operation& op, const Call& call, const dynamo::QueryResponse& page,
-                             Actions& out) {
+                             Clock now, Actions& out) {
   if (call.purpose == Purpose::presence_page && page.count > 0) {
     std::get<PresenceDone>(op.done.outcome).online = true;
     return;  // one live row is enough
@@ -201,6 +201,7 @@ void RegistryClient::on_page(OperationId id, Operation& op, const Call& call, co
     ++op.pages;
     dynamo::Request next = call.request;
     std::get<dynamo::QueryRequest>(next).exclusive_start_key = page.last_evaluated_key;
+    refresh_expiry_clock(next, now.wall.ms());
     send(id, op, Call{id, call.purpose, call.shard, 0, std::move(next)}, out);
     return;
   }
@@ -305,6 +306,7 @@ void RegistryClient::on_timer(Clock now, Actions& out) {
       const OperationId id = call->operation;
       Operation& op = operations_.at(id);
       --op.waiting;  // send() counts it again
+      refresh_expiry_clock(call->request, now.wall.ms());
       send(id, op, std::move(*call), out);
     } else {
       const PostCall& again = std::get<PostCall>(node.mapped());

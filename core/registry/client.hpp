@@ -161,7 +161,8 @@ class RegistryClient {
   Operation& begin(OperationId id, Kind kind, std::string_view subject);
   void send(OperationId id, Operation& op, Call call, Actions& out);
   void retry_later(Call call, Clock now, Actions& out);
-  void on_page(OperationId id, Operation& op, const Call& call, const dynamo::QueryResponse& page, Actions& out);
+  void on_page(OperationId id, Operation& op, const Call& call, const dynamo::QueryResponse& page, Clock now,
+               Actions& out);
   void on_batch(OperationId id, Operation& op, Call call, const dynamo::BatchWriteItemResponse& reply, Clock now,
                 Actions& out);
   void next_batch(OperationId id, Operation& op, Actions& out);

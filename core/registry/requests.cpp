@@ -125,6 +125,13 @@ dynamo::Request presence_query(const RegistryConfig& config, std::string_view us
   return request;
 }
 
+void refresh_expiry_clock(dynamo::Request& request, int64_t now_wall_ms) {
+  auto* query = std::get_if<dynamo::QueryRequest>(&request);
+  if (query == nullptr) return;
+  const auto now = query->expression_attribute_values.find(":now");
+  if (now != query->expression_attribute_values.end()) now->second = N(floor_div(now_wall_ms, 1000));
+}
+
 dynamo::Request create_table_request(const RegistryConfig& config) {
   using dynamo::AttributeDefinition;
   using dynamo::KeySchemaElement;

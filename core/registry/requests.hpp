@@ -53,6 +53,12 @@ dynamo::Request delete_batch_request(const RegistryConfig& config, const std::ve
 dynamo::Request presence_query(const RegistryConfig& config, std::string_view user, int64_t now_wall_ms,
                                const std::optional<dynamo::Item>& exclusive_start_key);
 
+// A query's expiry filter compares with the clock when the query is sent: a
+// retry or the next page, sent later than the first, gets the clock of its
+// own send (a row that expired meanwhile must not count). Other requests are
+// left as they are.
+void refresh_expiry_clock(dynamo::Request& request, int64_t now_wall_ms);
+
 dynamo::Request create_table_request(const RegistryConfig& config);
 
 // A membership row as a query returns it (fields the projection left out are

@@ -122,6 +122,30 @@ TEST(RegistryClient, PresenceLooksPastAnExpiredFirstRow) {
   EXPECT_FALSE(std::get<PresenceDone>(world.presence("nobody").outcome).online);
 }
 
+// A query sent again (a retry after lost replies, or the next page) compares
+// expiresAt with the clock when it is sent, not when the operation began: a
+// row that expires while the query is retried must not count. (The registry
+// swarm found this with a handler cut off from DynamoDB for 45 s: presence
+// answered online from rows that had expired during the retries.)
+TEST(RegistryClient, ARetriedQueryFiltersWithTheClockItIsSentAt) {
+  RegistryConfig config = core_config();
+  config.ttl = Duration::from_s(60);
+  config.room_shards = 1;  // the member query whose replies are lost is the one that holds the row
+  for (const bool presence : {true, false}) {
+    RegistryWorld world(config, late_ttl_deletes());
+    world.join("lobby", "c1", "ann");            // expiresAt: its second + 60
+    world.advance(Duration::from_ms(59'900));   // the row's last live second
+    world.lose_replies(3);                       // each retry sent at least 100 ms later: past the expiry
+    if (presence) {
+      EXPECT_FALSE(std::get<PresenceDone>(world.presence("ann").outcome).online);
+    } else {
+      EXPECT_EQ(member_connections(world.members("lobby")), std::vector<std::string>{});
+    }
+    EXPECT_GE(world.marks("registry.retry"), 3) << "the replies were not lost: nothing was retried";
+    ASSERT_EQ(world.rows_of("c1", {"lobby"}), 1u) << "the TTL sweep ran early: nothing to filter";
+  }
+}
+
 // A table whose one partition takes 10 writes a second: most of each
 // 25-delete batch comes back unprocessed.
 models::DynamoStoreOptions one_slow_partition() {

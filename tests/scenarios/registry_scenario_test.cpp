@@ -83,6 +83,19 @@ TEST(RegistryScenario, OnePartitionPerBigRoomIsCaughtByMembership) {
   EXPECT_EQ(sharded.counter("dynamodb.throttled_requests"), 0u);
 }
 
+// The handler cut off from DynamoDB for 45 s: broadcasts in the partition
+// fail and say so (counted, not violations), everything else waits and
+// retries, and the run passes: joins within their bound, no stale answer
+// (a retried query filters with the clock of its send).
+TEST(RegistryScenario, AHandlerCutOffFromDynamoFailsBroadcastsOpenlyAndRecovers) {
+  const RunResult result = run("registry", 1, {{"dynamo_cut_at", "10m"}, {"dynamo_cut_for", "45s"}});
+  EXPECT_TRUE(result.passed()) << (result.violations.empty() ? "" : result.violations[0]);
+  EXPECT_GT(result.counter("registry.broadcasts_failed_in_cut"), 10u);
+  EXPECT_GT(counter_or_zero(result, "registry.operation_failed"), 10u);  // ran out of attempts in the partition
+  EXPECT_NE(result.options.find("handler-DynamoDB cut at 10m0s for 45s"), std::string::npos) << result.options;
+  EXPECT_EQ(run("registry", 1).counter("registry.broadcasts_failed_in_cut"), 0u);
+}
+
 TEST(RegistryScenario, TheSwarmDrawsItsOptionsFromTheSeedAndReplaysExactly) {
   const RunResult a = run("registry-swarm", 7);
   const RunResult b = run("registry-swarm", 7);

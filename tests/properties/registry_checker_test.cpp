@@ -1,0 +1,116 @@
+// The registry checker on hand-built traces: a broadcast that failed is a
+// delivery violation unless a network partition had DynamoDB out of the
+// handler's reach during it; the staleness it measures for the sweep
+// reports (how long after a death an answer still counted the connection).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <string>
+
+#include "properties/registry_checker.hpp"
+
+namespace leaseproof::properties {
+namespace {
+
+using namespace leaseproof::literals;
+using sim::EventKind;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class RegistryTrace {
+ public:
+  RegistryTrace()
+      : checker_(RegistryBounds{Duration::from_min(20), Duration::from_s(2), Duration::from_s(5), 500_ms,
+                                Duration::from_s(91)}) {}
+  RegistryTrace& at(Duration since_zero) {
+    now_ = Instant::zero() + since_zero;
+    return *this;
+  }
+  RegistryTrace& note(std::string label, std::string detail, int64_t value = 0) {
+    sim::TraceEvent e;
+    e.kind = EventKind::note;
+    e.true_time = now_;
+    e.value = value;
+    e.label = keep(std::move(label));
+    e.detail = keep(std::move(detail));
+    checker_.observe(e);
+    return *this;
+  }
+  RegistryTrace& partition(bool starts) {
+    sim::TraceEvent e;
+    e.kind = starts ? EventKind::partition_start : EventKind::partition_end;
+    e.true_time = now_;
+    checker_.observe(e);
+    return *this;
+  }
+  // c1 of user ann, a member of r1 since 1 s.
+  RegistryTrace& member() {
+    return at(0_ms).note("gw.connect", "c1 ann").note("gw.join", "c1 r1").at(1000_ms).note("registry.joined", "c1 r1", 1);
+  }
+  RegistryChecker& finish() {
+    checker_.finish(now_);
+    return checker_;
+  }
+
+ private:
+  std::string_view keep(std::string text) { return texts_.emplace_back(std::move(text)); }
+  RegistryChecker checker_;
+  Instant now_;
+  std::deque<std::string> texts_;
+};
+
+// registry.broadcast_end's detail: room members delivered gone failed rows_left prune_failures error...
+constexpr const char* kFailedEnd = "r1 0 0 0 0 0 0 no answer after every attempt";
+
+TEST(RegistryChecker, AFailedBroadcastIsADeliveryViolationNamingTheError) {
+  RegistryTrace trace;
+  trace.member().at(10'000_ms).note("registry.broadcast", "r1", 7).at(19'000_ms).note("registry.broadcast_end",
+                                                                                      kFailedEnd, 7);
+  const RegistryChecker& checker = trace.finish();
+  ASSERT_EQ(checker.violations().size(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              HasSubstr("missed c1, a live member since @1s: the member query failed (no answer after every attempt)"));
+  EXPECT_EQ(checker.figures().broadcasts_failed_in_cut, 0u);
+}
+
+TEST(RegistryChecker, ABroadcastThatFailedWhileDynamoWasCutOffIsCountedNotAViolation) {
+  for (const bool ends_during : {false, true}) {
+    RegistryTrace trace;
+    trace.member().at(9'000_ms).partition(true).at(10'000_ms).note("registry.broadcast", "r1", 7);
+    if (ends_during) trace.at(15'000_ms).partition(false);
+    trace.at(19'000_ms).note("registry.broadcast_end", kFailedEnd, 7);
+    const RegistryChecker& checker = trace.finish();
+    EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+    EXPECT_EQ(checker.figures().broadcasts_failed_in_cut, 1u);
+    EXPECT_EQ(checker.figures().misses_in_cut, 1u);
+  }
+}
+
+TEST(RegistryChecker, APartitionThatEndedBeforeTheBroadcastExcusesNothing) {
+  RegistryTrace trace;
+  trace.member().at(5'000_ms).partition(true).at(8'000_ms).partition(false);
+  trace.at(10'000_ms).note("registry.broadcast", "r1", 7).at(19'000_ms).note("registry.broadcast_end", kFailedEnd, 7);
+  EXPECT_EQ(trace.finish().violations().size(), 1u);
+}
+
+TEST(RegistryChecker, StalenessIsHowLongAfterADeathAnAnswerStillCountedIt) {
+  RegistryTrace trace;
+  trace.member().at(60'000_ms).note("gw.gone", "c1 abrupt");
+  // A broadcast posts to it 3 s after its death; presence says ann online 5 s after.
+  trace.at(62'000_ms).note("registry.broadcast", "r1", 9).at(63'000_ms).note("gw.post", "c1 gone", 9);
+  trace.at(64'000_ms).note("registry.broadcast_end", "r1 1 0 1 0 0 0 -", 9);
+  trace.at(65'000_ms).note("registry.presence", "ann online", 10);
+  // A second connection that died and was never counted again: 0.
+  trace.at(70'000_ms).note("gw.connect", "c2 bob").at(80'000_ms).note("gw.gone", "c2 closed");
+  const RegistryChecker& checker = trace.at(90'000_ms).finish();
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  EXPECT_THAT(checker.staleness().broadcast_ms, ElementsAre(3000.0, 0.0));  // c1, c2
+  EXPECT_THAT(checker.staleness().presence_ms, ElementsAre(5000.0, 0.0));   // ann, bob
+  EXPECT_DOUBLE_EQ(checker.figures().connection_s, 60.0 + 10.0);
+  EXPECT_EQ(checker.figures().connections, 2u);
+}
+
+}  // namespace
+}  // namespace leaseproof::properties
