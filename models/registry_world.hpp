@@ -138,6 +138,7 @@ class RegistryHandler final : public sim::Process {
  private:
   registry::Clock clock(sim::NodeContext& context) const;
   void run(sim::NodeContext& context, registry::Actions& actions);
+  void note_deletes(sim::NodeContext& context, const dynamo::Request& request, uint64_t operation);
   void done(sim::NodeContext& context, registry::Done& done);
   void arm(sim::NodeContext& context);
   void broadcast_tick(sim::NodeContext& context);

@@ -96,6 +96,15 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     rows_[{w.at(0), w.at(1)}] = now;
     rooms_[w.at(1)].insert(w.at(0));
     joins_waiting_.erase({w.at(0), w.at(1)});
+  } else if (label == "registry.delete") {
+    const auto w = words(event.detail);  // connection room
+    ++figures_.row_deletes;
+    const auto it = connections_.find(w.at(0));
+    if (it != connections_.end() && it->second.alive) {
+      violation("lost", fmt::format("lost membership: operation {} deleted the row of {} in {} at {}, a live connection "
+                                    "(connected {}): another connection's cleanup removed it",
+                                    event.value, w.at(0), w.at(1), at(now), at(it->second.connected)));
+    }
   } else if (label == "registry.remove") {
     removals_[event.value] = {std::string{event.detail}, now};
   } else if (label == "registry.removed") {

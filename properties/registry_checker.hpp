@@ -20,6 +20,10 @@
 //   membership  a connection that asked to join a room (gw.join) and stayed
 //               connected is a member (registry.joined) within `join_bound`:
 //               the client's attempts, each answered or timed out.
+//   lost membership  no request deletes a row of a live connection (the
+//               registry deletes a connection's rows only once it is gone:
+//               its $disconnect, or a 410 from a post to it); the handler
+//               notes each row a request deletes (registry.delete).
 //   staleness   no answer (a broadcast's posts, a presence answer) counts a
 //               row past its TTL (its join + ttl, within `ttl_slack`), and no
 //               broadcast that began after a removal of a connection reported
@@ -79,6 +83,7 @@ class RegistryChecker {
     uint64_t removals_failed = 0;
     uint64_t joins_asked = 0;
     uint64_t join_retries = 0;
+    uint64_t row_deletes = 0;               // delete requests sent, per row (retries included)
     uint64_t broadcasts_failed_in_cut = 0;  // failed while DynamoDB was cut off
     uint64_t misses_in_cut = 0;             // their live members not posted to
     uint64_t connections = 0;

@@ -95,6 +95,18 @@ TEST(RegistryChecker, APartitionThatEndedBeforeTheBroadcastExcusesNothing) {
   EXPECT_EQ(trace.finish().violations().size(), 1u);
 }
 
+TEST(RegistryChecker, DeletingALiveConnectionsRowIsLostMembership) {
+  RegistryTrace trace;
+  trace.member().at(5'000_ms).note("registry.delete", "c1 r1", 12);
+  const RegistryChecker& live = trace.finish();
+  ASSERT_EQ(live.violations().size(), 1u);
+  EXPECT_THAT(live.violations()[0], HasSubstr("lost membership: operation 12 deleted the row of c1 in r1 at @5s, a live "
+                                              "connection (connected @0s)"));
+  RegistryTrace gone;
+  gone.member().at(4'000_ms).note("gw.gone", "c1 closed").at(5'000_ms).note("registry.delete", "c1 r1", 12);
+  EXPECT_TRUE(gone.finish().violations().empty());
+}
+
 TEST(RegistryChecker, StalenessIsHowLongAfterADeathAnAnswerStillCountedIt) {
   RegistryTrace trace;
   trace.member().at(60'000_ms).note("gw.gone", "c1 abrupt");
