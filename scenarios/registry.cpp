@@ -92,6 +92,23 @@ RegistryOptions defaults(std::string_view name, uint64_t seed) {
       o.dynamo_cut_for = Duration::from_s(draw.uniform(1, 60));
     }
   }
+  if (name == "registry-huge-room") {
+    // Seed 003's largest room: 50,000 members, DynamoDB's own per-partition
+    // limits, a deployment closing every connection at 30 s (50,000 removals
+    // and as many joins again within seconds), a broadcast every 10 s.
+    o.workload.clients = 50'000;
+    o.workload.users = 50'000;
+    o.workload.rooms = 1;
+    o.workload.rooms_per_client = 1;
+    o.workload.quiet_rooms = 0;
+    o.workload.broadcast_interval = Duration::from_s(10);
+    o.workload.maintenances.clear();
+    o.workload.mass_closes = {Instant{} + Duration::from_s(30)};
+    o.workload.posts_per_s = 100'000;
+    o.partition_wcu_per_s = 1000;
+    o.partition_rcu_per_s = 3000;
+    o.duration = Duration::from_min(3);  // the joins after the close are judged: 91 s, within the run
+  }
   if (name == "registry-big-room") {
     // One room of 2,000 members, a broadcast to it every 100 ms, no churn
     // events: the load that one partition key per room cannot carry.
@@ -164,7 +181,7 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   models::RegistryWorkload& w = o.workload;
   int64_t disconnect_loss = -1;
   int64_t abrupt = -1;
-  for (std::string e : {integer("clients", 1, 2000, w.clients), integer("users", 1, 2000, w.users),
+  for (std::string e : {integer("clients", 1, 50000, w.clients), integer("users", 1, 50000, w.users),
                         integer("rooms", 1, 1000, w.rooms), integer("rooms_per_client", 1, 25, w.rooms_per_client),
                         integer("room_shards", 1, 100, o.config.room_shards),
                         integer("disconnect_loss_pct", 0, 100, disconnect_loss), integer("abrupt_pct", 0, 100, abrupt),
@@ -200,6 +217,10 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   // clients, as the defaults: some users keep two tabs open).
   if (p.contains("clients") && !p.contains("users")) w.users = std::max<uint32_t>(1, w.clients * 4 / 5);
   if (w.users > w.clients) return fmt::format("users ({}) must be at most clients ({})", w.users, w.clients);
+  if (uint64_t{w.clients} * w.rooms_per_client > 100'000) {
+    return fmt::format("clients x rooms_per_client ({} x {}) must be at most 100,000 memberships", w.clients,
+                       w.rooms_per_client);
+  }
   if (o.config.ttl <= w.connection_cap) {
     return fmt::format("ttl ({}) must be longer than connection_cap ({}): a live connection's row must not expire",
                        o.config.ttl, w.connection_cap);

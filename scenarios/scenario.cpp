@@ -139,6 +139,11 @@ std::span<const Scenario> scenarios() {
        "throttling, maintenance, mass closes)",
        Duration::from_min(30), [](const RunConfig& config) { return run_registry("registry-swarm", config); },
        [](const RunConfig& config) { return validate_registry("registry-swarm", config); }},
+      {"registry-huge-room",
+       "seed 003's registry with one room of 50,000 members at DynamoDB's own partition limits, every connection "
+       "closed and back at 30 s, a broadcast every 10 s",
+       Duration::from_min(3), [](const RunConfig& config) { return run_registry("registry-huge-room", config); },
+       [](const RunConfig& config) { return validate_registry("registry-huge-room", config); }},
       {"registry-big-room",
        "seed 003's registry with one room of 2,000 members and a broadcast to it every 100 ms: a hot partition",
        Duration::from_min(3), [](const RunConfig& config) { return run_registry("registry-big-room", config); },

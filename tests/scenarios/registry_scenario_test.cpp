@@ -96,6 +96,20 @@ TEST(RegistryScenario, AHandlerCutOffFromDynamoFailsBroadcastsOpenlyAndRecovers)
   EXPECT_EQ(run("registry", 1).counter("registry.broadcasts_failed_in_cut"), 0u);
 }
 
+// Seed 003's largest room: 50,000 members at DynamoDB's own per-partition
+// limits, every connection closed at 30 s and back within seconds. The core's
+// 8 shards absorb the burst of removals and joins; the seed's one key per
+// room throttles them past the clients' join bound.
+TEST(RegistryScenario, AFiftyThousandMemberRoomAtDynamosOwnLimits) {
+  const RunResult core = run("registry-huge-room", 1);
+  EXPECT_TRUE(core.passed()) << (core.violations.empty() ? "" : core.violations[0]);
+  EXPECT_GT(core.counter("registry.expected_deliveries") / core.counter("registry.broadcasts"), 30'000u);
+  EXPECT_EQ(core.counter("registry.delivered"), core.counter("registry.expected_deliveries"));
+  EXPECT_GT(core.counter("dynamodb.throttled_requests"), 1000u);  // the burst did throttle
+  const RunResult seed = run("registry-huge-room", 1, {{"flaws", {"one_partition"}}});
+  EXPECT_EQ(kinds(seed), std::vector<std::string>{"membership"});
+}
+
 TEST(RegistryScenario, TheSwarmDrawsItsOptionsFromTheSeedAndReplaysExactly) {
   const RunResult a = run("registry-swarm", 7);
   const RunResult b = run("registry-swarm", 7);
@@ -140,9 +154,13 @@ TEST(RegistryScenario, BadParametersNameTheField) {
             std::string::npos)
       << registry->validate(config);
   config.parameters = {{"clients", 0}};
-  EXPECT_NE(registry->validate(config).find("clients: expected an integer in 1..2000"), std::string::npos);
+  EXPECT_NE(registry->validate(config).find("clients: expected an integer in 1..50000"), std::string::npos);
   config.parameters = {{"colour", 1}};
   EXPECT_NE(registry->validate(config).find("colour: unknown field"), std::string::npos);
+  config.parameters = {{"clients", 50'000}, {"users", 50'000}, {"rooms", 5}, {"rooms_per_client", 3}};
+  EXPECT_NE(registry->validate(config).find("clients x rooms_per_client (50000 x 3) must be at most 100,000"),
+            std::string::npos)
+      << registry->validate(config);
   config.parameters = {{"room", 5}};  // a prefix of a known field is no field
   EXPECT_NE(registry->validate(config).find("room: unknown field"), std::string::npos);
 }
