@@ -257,7 +257,10 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
       ->type_name("N");
-  gate->add_option("--scenario", args.run.scenario, "Scenario name")->capture_default_str()->type_name("NAME");
+  gate->add_option("--scenario", args.run.scenario,
+                   "Scenario name, or several comma-separated: new seeds take them in turn, each with its own duration")
+      ->capture_default_str()
+      ->type_name("NAME[,NAME...]");
   gate->add_option("--duration", args.run.duration, "Simulated time per run (default: the scenario's)")
       ->type_name("DURATION");
   add_parameter_flags(gate, args.run);
