@@ -515,6 +515,14 @@ std::string timeline_section(const SweepData& data, const std::optional<Ownershi
   return out;
 }
 
+// A configuration's first cells: its label, verdict and monthly costs.
+std::string configuration_cells(const SweepSummary& summary, size_t i) {
+  const Configuration& c = summary.configurations[i];
+  return td(c.label + (summary.recommended == i ? " (recommended)" : "")) + td(c.verdict) +
+         td(c.seeds_judged > 0 ? text::money(c.on_demand_month) : "-", true) +
+         td(c.seeds_judged > 0 ? text::money(c.provisioned_month) : "-", true);
+}
+
 // Registry sweeps: per cell, what a broadcast cost against the members it
 // had to reach, and how stale presence got, one series per configuration.
 std::string registry_charts(const SweepData& data, const SweepSummary& summary) {
@@ -555,10 +563,7 @@ std::string registry_configurations_table(const SweepSummary& summary) {
   std::string body;
   for (size_t i = 0; i < summary.configurations.size(); ++i) {
     const Configuration& c = summary.configurations[i];
-    body += fmt::format("<tr{}>{}{}{}{}{}{}</tr>", c.qualifies ? "" : " class=\"bad\"",
-                        td(c.label + (summary.recommended == i ? " (recommended)" : "")), td(c.verdict),
-                        td(c.seeds_judged > 0 ? text::money(c.on_demand_month) : "-", true),
-                        td(c.seeds_judged > 0 ? text::money(c.provisioned_month) : "-", true),
+    body += fmt::format("<tr{}>{}{}{}</tr>", c.qualifies ? "" : " class=\"bad\"", configuration_cells(summary, i),
                         td(text::staleness(c.staleness_broadcast_p99_ms, last), true),
                         td(text::staleness(c.staleness_presence_p99_ms, last), true));
   }
@@ -619,10 +624,7 @@ std::string configurations_table(const SweepSummary& summary) {
   std::string body;
   for (size_t i = 0; i < summary.configurations.size(); ++i) {
     const Configuration& c = summary.configurations[i];
-    body += fmt::format("<tr{}>{}{}{}{}{}</tr>", c.qualifies ? "" : " class=\"bad\"",
-                        td(c.label + (summary.recommended == i ? " (recommended)" : "")), td(c.verdict),
-                        td(c.seeds_judged > 0 ? text::money(c.on_demand_month) : "-", true),
-                        td(c.seeds_judged > 0 ? text::money(c.provisioned_month) : "-", true),
+    body += fmt::format("<tr{}>{}{}</tr>", c.qualifies ? "" : " class=\"bad\"", configuration_cells(summary, i),
                         td(c.crash_p99_ms ? text::seconds(*c.crash_p99_ms) : "-", true));
   }
   return table({"configuration", "verdict", "$/month on demand", "$/month provisioned", "worst crash p99 (s)"}, body);

@@ -28,6 +28,20 @@ std::string table_head(const std::vector<std::string>& names) {
   return row(names) + rule + "\n";
 }
 
+// A cell's first fields: its index and its axis values.
+std::vector<std::string> cell_fields(const SweepCell& cell) {
+  std::vector<std::string> fields{std::to_string(cell.index)};
+  for (const nlohmann::json& value : cell.values) fields.push_back(axis_value_text(value));
+  return fields;
+}
+
+// An invalid cell's row: its first fields, why, and empty columns.
+std::string invalid_row(std::vector<std::string> fields, size_t columns, const SweepCell& cell) {
+  fields.push_back("invalid: " + cell.invalid);
+  fields.resize(columns, "");
+  return row(fields);
+}
+
 std::string header(const SweepData& data, const SweepSummary& summary) {
   const SweepSpec& spec = data.spec;
   uint64_t invalid = 0;
@@ -103,12 +117,9 @@ std::string registry_cells_section(const SweepData& data, const SweepSummary& su
       table_head(names);
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
-    std::vector<std::string> fields{std::to_string(cell.index)};
-    for (const nlohmann::json& value : cell.values) fields.push_back(axis_value_text(value));
+    std::vector<std::string> fields = cell_fields(cell);
     if (!cell.valid()) {
-      fields.push_back("invalid: " + cell.invalid);
-      fields.resize(names.size(), "");
-      out += row(fields);
+      out += invalid_row(std::move(fields), names.size(), cell);
       continue;
     }
     const RegistryCell& r = *s.registry;
@@ -157,12 +168,9 @@ std::string cells_section(const SweepData& data, const SweepSummary& summary) {
                     "as simulated (all tables and GSIs).\n\n" + table_head(names);
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
-    std::vector<std::string> fields{std::to_string(cell.index)};
-    for (const nlohmann::json& value : cell.values) fields.push_back(axis_value_text(value));
+    std::vector<std::string> fields = cell_fields(cell);
     if (!cell.valid()) {
-      fields.push_back("invalid: " + cell.invalid);
-      fields.resize(names.size(), "");
-      out += row(fields);
+      out += invalid_row(std::move(fields), names.size(), cell);
       continue;
     }
     const Rates rates = text::total_rates(s);
