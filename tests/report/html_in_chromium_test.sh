@@ -2,12 +2,15 @@
 # The sweep's HTML page in a real headless Chromium, with no network: it
 # loads, its charts are SVG elements in the rendered DOM, it states a
 # recommendation, and a full-page screenshot is taken.
-# Usage: html_in_chromium_test.sh BINARY SPEC [KEEP_DIR]
-# KEEP_DIR (or $LEASEPROOF_SCREENSHOT_DIR) keeps sweep.png and sweep.html.
+# Usage: html_in_chromium_test.sh BINARY SPEC [KEEP_DIR] [MIN_CHARTS]
+# KEEP_DIR (or $LEASEPROOF_SCREENSHOT_DIR) keeps sweep.png and sweep.html;
+# MIN_CHARTS: the SVG elements the page must have (default 4: a lease sweep's
+# three charts and its timeline; a registry sweep draws 2).
 set -euo pipefail
 bin=$1
 spec=$2
 keep=${3:-${LEASEPROOF_SCREENSHOT_DIR:-}}
+min_charts=${4:-4}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v chromium >/dev/null || fail "chromium is not installed (scripts/setup.sh tests installs it)"
 
@@ -23,7 +26,7 @@ flags=(--headless --no-sandbox --disable-gpu --no-first-run --disable-extensions
 timeout 120 chromium "${flags[@]}" --dump-dom "$page" >"$dir/dom.html" 2>"$dir/chromium.log" \
   || fail "chromium --dump-dom exited $?: $(tail -3 "$dir/chromium.log")"
 svgs=$(grep -o '<svg' "$dir/dom.html" | wc -l)
-((svgs >= 4)) || fail "the rendered page has $svgs SVG charts, expected at least 4"
+((svgs >= min_charts)) || fail "the rendered page has $svgs SVG charts, expected at least $min_charts"
 grep -qi 'recommendation' "$dir/dom.html" || fail "the rendered page states no recommendation"
 grep -Eq '(src|href)="https?://' "$dir/dom.html" && fail "the page loads something from the network"
 
