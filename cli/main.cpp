@@ -247,11 +247,18 @@ int check_command(const DeterminismArgs& args) {
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   std::vector<scenarios::RunResult> results(count);
+  std::atomic<uint64_t> finished{0};
   parallel_for(count, jobs, [&](uint64_t i) {
     scenarios::RunResult result = scenario.run(config_for(first_seed + i));
     result.digests.clear();
     result.lines.clear();
     results[i] = std::move(result);
+    // A progress line every 100 seeds (a long check is not silent); the
+    // verdicts come at the end, in seed order.
+    if (const uint64_t done = ++finished; done % 100 == 0 && done < count) {
+      fmt::print("check: {} of {} seeds done, {:.1f} s\n", done, count, seconds_since(start));
+      std::fflush(stdout);
+    }
   });
   const double wall_seconds = seconds_since(start);
   uint64_t failed = 0;

@@ -101,6 +101,11 @@ TEST(RegistryScenario, AHandlerCutOffFromDynamoFailsBroadcastsOpenlyAndRecovers)
 // 8 shards absorb the burst of removals and joins; the seed's one key per
 // room throttles them past the clients' join bound.
 TEST(RegistryScenario, AFiftyThousandMemberRoomAtDynamosOwnLimits) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the two runs take five minutes of CI; the release tier runs them
+  // (and the sanitized tier runs the same code paths at 2,000 members).
+  GTEST_SKIP() << "50,000 members run in the release tier";
+#endif
   const RunResult core = run("registry-huge-room", 1);
   EXPECT_TRUE(core.passed()) << (core.violations.empty() ? "" : core.violations[0]);
   EXPECT_GT(core.counter("registry.expected_deliveries") / core.counter("registry.broadcasts"), 30'000u);
