@@ -515,6 +515,19 @@ std::string timeline_section(const SweepData& data, const std::optional<Ownershi
   return out;
 }
 
+// A cell's first cells: its index and its axis values.
+std::string cell_head(const SweepCell& cell) {
+  std::string row = td(std::to_string(cell.index), true);
+  for (const nlohmann::json& value : cell.values) row += td(axis_value_text(value));
+  return row;
+}
+
+// An invalid cell's row: its first cells, then why, across the other columns.
+std::string invalid_row(const std::string& head, int columns, const SweepCell& cell) {
+  return fmt::format("<tr class=\"invalid\">{}<td colspan=\"{}\">invalid: {}</td></tr>", head, columns,
+                     escape(cell.invalid));
+}
+
 // A configuration's first cells: its label, verdict and monthly costs.
 std::string configuration_cells(const SweepSummary& summary, size_t i) {
   const Configuration& c = summary.configurations[i];
@@ -584,10 +597,9 @@ std::string registry_cells_table(const SweepData& data, const SweepSummary& summ
   std::string body;
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
-    std::string row = td(std::to_string(cell.index), true);
-    for (const nlohmann::json& value : cell.values) row += td(axis_value_text(value));
+    std::string row = cell_head(cell);
     if (!cell.valid() || !s.registry) {
-      body += fmt::format("<tr class=\"invalid\">{}<td colspan=\"12\">invalid: {}</td></tr>", row, escape(cell.invalid));
+      body += invalid_row(row, 12, cell);
       continue;
     }
     const RegistryCell& r = *s.registry;
@@ -640,10 +652,9 @@ std::string cells_table(const SweepData& data, const SweepSummary& summary) {
   std::string body;
   for (const SweepCell& cell : data.cells) {
     const CellSummary& s = summary.cells[cell.index];
-    std::string row = td(std::to_string(cell.index), true);
-    for (const nlohmann::json& value : cell.values) row += td(axis_value_text(value));
+    std::string row = cell_head(cell);
     if (!cell.valid()) {
-      body += fmt::format("<tr class=\"invalid\">{}<td colspan=\"9\">invalid: {}</td></tr>", row, escape(cell.invalid));
+      body += invalid_row(row, 9, cell);
       continue;
     }
     const Rates rates = text::total_rates(s);
