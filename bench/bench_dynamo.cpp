@@ -16,7 +16,7 @@
 
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "runtime/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 

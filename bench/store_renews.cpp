@@ -16,7 +16,7 @@
 
 #include "base/assert.hpp"
 #include "core/lease/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/clock.hpp"
 
 int main(int argc, char** argv) {

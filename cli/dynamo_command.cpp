@@ -22,7 +22,7 @@
 
 #include "base/assert.hpp"
 #include "core/dynamo/codec.hpp"
-#include "models/dynamo_wire.hpp"
+#include "models/dynamo/wire.hpp"
 #include "runtime/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 

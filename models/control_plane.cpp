@@ -1,7 +1,7 @@
 #include "models/control_plane.hpp"
 
 #include "core/lease/requests.hpp"
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "models/sqs.hpp"
 
 namespace leaseproof::models {

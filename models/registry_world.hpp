@@ -30,7 +30,7 @@
 
 #include "base/time.hpp"
 #include "core/registry/client.hpp"
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "sim/world.hpp"
 
 namespace leaseproof::models {

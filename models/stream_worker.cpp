@@ -8,7 +8,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 
 namespace leaseproof::models {
 namespace {

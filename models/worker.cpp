@@ -5,7 +5,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "models/sqs.hpp"
 
 namespace leaseproof::models {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include "base/assert.hpp"
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "reports/perfetto.hpp"
 #include <algorithm>
 #include <cctype>
@@ -113,7 +113,7 @@ std::string describe(const notes::LeaseRequest& request) {
   return fmt::format("{} {} fenced by epoch {}", request.kind, request.connection, request.epoch);
 }
 
-constexpr std::string_view kReplyType = "dynamo.reply";  // models/dynamo_node.cpp
+constexpr std::string_view kReplyType = "dynamo.reply";  // models/dynamo/node.cpp
 
 // A DynamoDB request on its way: sent, then answered by DynamoDB (whose
 // reply is the next "dynamo.reply" that node sends), then its reply arrives.

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::scenarios {
 

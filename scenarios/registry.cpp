@@ -9,8 +9,8 @@
 
 #include "base/assert.hpp"
 #include "core/registry/requests.hpp"
-#include "models/dynamo_node.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/node.hpp"
+#include "models/dynamo/store.hpp"
 #include "models/registry_world.hpp"
 #include "properties/registry_checker.hpp"
 #include "properties/sim_invariants.hpp"

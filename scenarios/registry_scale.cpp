@@ -11,7 +11,7 @@
 #include "core/dynamo/attribute_value.hpp"
 #include "core/registry/client.hpp"
 #include "core/registry/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/clock.hpp"
 #include "sim/prng.hpp"
 

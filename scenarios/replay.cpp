@@ -16,7 +16,7 @@
 
 #include "base/assert.hpp"
 #include "core/dynamo/codec.hpp"
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "properties/lease_checkers.hpp"
 #include "properties/reading.hpp"
 #include "scenarios/shrink.hpp"

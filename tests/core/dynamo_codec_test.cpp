@@ -2,7 +2,7 @@
 
 #include "core/dynamo/codec.hpp"
 #include "core/dynamo/decimal.hpp"
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 #include "dynamo_test_support.hpp"
 
 namespace leaseproof::dynamo {

@@ -9,7 +9,7 @@
 
 #include "core/lease/config.hpp"
 #include "core/lease/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::lease {
 namespace {

@@ -30,7 +30,7 @@
 #include "base/uint128.hpp"
 #include "core/lease/manager.hpp"
 #include "core/lease/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/prng.hpp"
 
 namespace leaseproof::lease::test {

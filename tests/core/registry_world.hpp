@@ -23,7 +23,7 @@
 #include "base/random.hpp"
 #include "core/registry/client.hpp"
 #include "core/registry/requests.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/prng.hpp"
 
 namespace leaseproof::registry::test {

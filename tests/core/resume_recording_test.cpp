@@ -11,7 +11,7 @@
 #include "core/lease/config.hpp"
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::resume {
 // Readable failure messages (found by argument-dependent lookup).

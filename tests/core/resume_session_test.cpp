@@ -11,7 +11,7 @@
 
 #include "core/lease/requests.hpp"
 #include "core/resume/session.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::resume {
 namespace {

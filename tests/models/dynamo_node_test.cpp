@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/dynamo/codec.hpp"
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 #include "sim/world.hpp"
 
 namespace leaseproof::models {

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/dynamo/types.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::models::test {
 

@@ -25,7 +25,7 @@
 #include <fmt/format.h>
 
 #include "core/dynamo/codec.hpp"
-#include "models/dynamo_wire.hpp"
+#include "models/dynamo/wire.hpp"
 #include "runtime/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 

@@ -1,4 +1,4 @@
-#include "models/dynamo_node.hpp"
+#include "models/dynamo/node.hpp"
 
 #include "core/dynamo/attribute_value.hpp"
 

@@ -7,7 +7,7 @@
 #include <array>
 #include <string>
 
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "core/dynamo/expression.hpp"
-#include "dynamo_test_support.hpp"
+#include "models/dynamo/expression.hpp"
+#include "tests/core/dynamo_test_support.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "core/dynamo/decimal.hpp"
 
-#include "models/dynamo_store_internal.hpp"
+#include "models/dynamo/store_internal.hpp"
 
 namespace leaseproof::models {
 

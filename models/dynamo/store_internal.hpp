@@ -17,8 +17,8 @@
 #include "base/arrival_map.hpp"
 #include "base/assert.hpp"
 #include "base/lex_compare.hpp"
-#include "core/dynamo/expression.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/expression.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/prng.hpp"
 
 // Propagates the error of a Result-returning expression, else binds its value.

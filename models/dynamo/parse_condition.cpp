@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/dynamo/expression_parser.hpp"
+#include "models/dynamo/expression_parser.hpp"
 
 namespace leaseproof::dynamo {
 

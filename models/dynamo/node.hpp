@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/dynamo/types.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 #include "sim/world.hpp"
 
 namespace leaseproof::models {

@@ -10,9 +10,9 @@
 #include <fmt/ranges.h>
 
 #include "core/dynamo/decimal.hpp"
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
-#include "core/dynamo/expression_parser.hpp"
+#include "models/dynamo/expression_parser.hpp"
 #include "core/dynamo/base64.hpp"
 
 namespace leaseproof::dynamo {

@@ -1,4 +1,4 @@
-#include "models/dynamo_wire.hpp"
+#include "models/dynamo/wire.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 
 #include "core/dynamo/codec.hpp"
 #include "core/dynamo/decimal.hpp"
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

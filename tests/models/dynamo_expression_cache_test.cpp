@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
-#include "dynamo_test_support.hpp"
+#include "tests/core/dynamo_test_support.hpp"
 
 namespace leaseproof::dynamo {
 namespace {

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.hpp"
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 namespace leaseproof::models {
 

@@ -1,7 +1,7 @@
 // The simulated DynamoDB store: construction, request dispatch, CreateTable
 // and the public accessors. The operations live in dynamo_store_*.cpp.
 
-#include "models/dynamo_store.hpp"
+#include "models/dynamo/store.hpp"
 
 #include <algorithm>
 #include <array>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "models/dynamo_store_internal.hpp"
+#include "models/dynamo/store_internal.hpp"
 
 namespace leaseproof::models {
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
 namespace leaseproof::dynamo::expression_detail {
 

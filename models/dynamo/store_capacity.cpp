@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "models/dynamo_store_internal.hpp"
+#include "models/dynamo/store_internal.hpp"
 
 namespace leaseproof::models {
 

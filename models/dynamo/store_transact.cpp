@@ -11,7 +11,7 @@
 #include "base/bytes.hpp"
 #include "core/dynamo/decimal.hpp"
 
-#include "models/dynamo_store_internal.hpp"
+#include "models/dynamo/store_internal.hpp"
 
 namespace leaseproof::models {
 

@@ -2,9 +2,9 @@
 
 #include "base/assert.hpp"
 #include "base/bytes.hpp"
-#include "core/dynamo/expression.hpp"
+#include "models/dynamo/expression.hpp"
 
-#include "core/dynamo/expression_parser.hpp"
+#include "models/dynamo/expression_parser.hpp"
 
 namespace leaseproof::dynamo {
 

@@ -1,4 +1,4 @@
-#include "core/dynamo/expression_parser.hpp"
+#include "models/dynamo/expression_parser.hpp"
 
 #include <algorithm>
 
