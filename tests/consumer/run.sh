@@ -2,7 +2,9 @@
 # tests/consumer/run.sh BUILD_DIR: installs BUILD_DIR's core into a temporary
 # prefix, configures and builds this folder's project against it with
 # find_package(leaseproof), checks that it links the lease core alone (no
-# sim, models, runtime or Boost library on its link line) and runs it.
+# sim, models, runtime or Boost library on its link line) and runs it. The
+# DynamoDB expression language (models/dynamo/) is the simulator's: neither
+# its headers nor its code may be installed.
 set -euo pipefail
 build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +20,17 @@ if [[ -n $unexpected ]]; then
 fi
 headers=$(find "$work/prefix/include/leaseproof" -name '*.hpp' | wc -l)
 echo "installed: $headers headers under include/leaseproof"
+if find "$work/prefix/include/leaseproof" -path '*/models/*' -o -name 'expression*.hpp' | grep .; then
+  echo "consumer: the install holds the simulated DynamoDB's headers (above)" >&2
+  exit 1
+fi
+evaluator=$(nm -C --defined-only "$work/prefix/lib/libleaseproof_dynamo.a" | grep -E 'ExpressionContext|parse_condition|apply_update' || true)
+if [[ -n $evaluator ]]; then
+  echo "consumer: libleaseproof_dynamo.a defines the expression language:" >&2
+  head -n 5 <<<"$evaluator" >&2
+  exit 1
+fi
+echo "installed: no expression parser or evaluator (libleaseproof_dynamo.a: $(stat -c %s "$work/prefix/lib/libleaseproof_dynamo.a") bytes)"
 
 cmake -S "$here" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" || { cat "$work/configure.log" >&2; exit 1; }

@@ -45,4 +45,14 @@ expect layers.sh fail 'core/lease/bad.hpp:1: core/lease/ includes "core/resume/h
 printf '#include <leaseproof/base/time.hpp>\n' >"$tree/core/lease/bad.hpp"
 expect layers.sh fail 'core/lease/bad.hpp:1: include "base/time.hpp", not <leaseproof/base/time.hpp>'
 
+rm "$tree/core/lease/bad.hpp"
+mkdir -p "$tree/models/dynamo"
+printf '#include "models/worker.hpp"\n' >"$tree/models/dynamo/store.cpp"
+expect layers.sh fail 'models/dynamo/store.cpp:1: models/dynamo/ includes "models/worker.hpp"'
+printf '#include "core/dynamo/types.hpp"\n#include "sim/world.hpp"\n' >"$tree/models/dynamo/store.cpp"
+expect layers.sh pass 'includes one way'
+mkdir -p "$tree/core/cache"
+printf '#include "base/time.hpp"\n' >"$tree/core/cache/cache.cpp"
+expect layers.sh fail 'core/cache/ holds code but has no rule'
+
 exit $((failures > 0))
