@@ -175,6 +175,8 @@ DynamoStoreOptions DynamoStoreOptions::faults_off() {
   return options;
 }
 
+// The sub-seed's name is the store's file name before it moved to
+// models/dynamo/: another name would draw other lags and change every run.
 DynamoStore::State::State(DynamoStoreOptions options_, uint64_t seed)
     : options(std::move(options_)), prng(sim::derive_seed(seed, "models/dynamo_store")) {
   LP_ASSERT_GT(options.partitions_per_table, 0u);
