@@ -32,31 +32,54 @@ namespace {
 
 namespace asio = boost::asio;
 
-void add_endpoint_flags(CLI::App* command, EndpointArgs& args) {
-  command->add_option("--endpoint", args.endpoint, "DynamoDB-compatible endpoint, e.g. http://127.0.0.1:8000")
-      ->required()
-      ->type_name("URL");
-  command->add_option("--table", args.table, "Lease table")->capture_default_str();
-  command->add_option("--sink-table", args.sink_table, "Table the streams record into")->capture_default_str();
+// Where a request goes and how it is trusted and signed, as AWS SDKs decide
+// (docs/credentials.md): the region, the credentials' profile, the CAs.
+void add_aws_flags(CLI::App* command, EndpointArgs& args) {
+  command->add_option("--region", args.region,
+                      "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1)")
+      ->type_name("REGION");
   command->add_option("--profile", args.profile,
                       "Credentials profile (default: AWS_PROFILE, else 'default'); docs/credentials.md")
       ->type_name("NAME");
+  command->add_option("--ca-file", args.ca_file,
+                      "PEM file of the CAs to trust for https:// endpoints (default: AWS_CA_BUNDLE, else the "
+                      "system's store)")
+      ->type_name("FILE");
+}
+
+void add_endpoint_flags(CLI::App* command, EndpointArgs& args) {
+  command->add_option("--endpoint", args.endpoint,
+                      "DynamoDB endpoint, http:// or https:// (default: AWS_ENDPOINT_URL_DYNAMODB, "
+                      "AWS_ENDPOINT_URL, else https://dynamodb.REGION.amazonaws.com)")
+      ->type_name("URL");
+  add_aws_flags(command, args);
+  command->add_option("--table", args.table, "Lease table")->capture_default_str();
+  command->add_option("--sink-table", args.sink_table, "Table the streams record into")->capture_default_str();
+}
+
+bool is_aws_host(std::string_view url) {
+  const auto scheme = url.find("://");
+  std::string_view host = scheme == std::string_view::npos ? url : url.substr(scheme + 3);
+  host = host.substr(0, host.find_first_of(":/"));
+  return host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn");
 }
 
 // Credentials and region found as AWS SDKs find them (environment, profile
 // files, the ECS container endpoint: docs/credentials.md). None found at all:
 // the local placeholder, which dynalite and fauxqs accept (they check the
-// signature's shape only). A source set up but broken is an error.
-runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, std::string& region) {
+// signature's shape only), but never for an AWS host, which would refuse
+// every request. A source set up but broken is an error.
+runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, const std::string& region,
+                                                 std::string_view endpoint_url) {
   runtime::CredentialsChainOptions chain;
   chain.profile = args.profile;
-  region = runtime::resolve_region(chain);
   const runtime::CredentialsResult found = runtime::resolve_credentials_blocking(chain);
   if (found.ok()) {
     fmt::print(stderr, "leaseproof: credentials from {}, region {}\n", found.value().description, region);
     return found.value();
   }
-  if (found.error().detail.starts_with("no AWS credentials found") && args.profile.empty()) {
+  if (found.error().detail.starts_with("no AWS credentials found") && args.profile.empty() &&
+      !is_aws_host(endpoint_url)) {
     runtime::ResolvedCredentials placeholder;
     placeholder.description = "the local placeholder (none found)";
     return placeholder;
@@ -64,30 +87,60 @@ runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, std::
   throw UsageError{fmt::format("credentials: {}", found.error().detail)};
 }
 
+// --region, else as AWS SDKs find it: the endpoint and the signature's scope use it.
+std::string resolve_region_flag(const EndpointArgs& args) {
+  runtime::CredentialsChainOptions chain;
+  chain.profile = args.profile;
+  return args.region.empty() ? runtime::resolve_region(chain) : args.region;
+}
+
+// The endpoint of `service` ("dynamodb", "sqs"), or a usage error naming
+// where the URL came from.
+std::string service_endpoint(std::string_view service, std::string_view flag_name, const std::string& flag,
+                             const std::string& region) {
+  auto resolved = runtime::resolve_service_endpoint(service, flag, region, runtime::process_environment());
+  if (auto* error = std::get_if<std::string>(&resolved)) throw UsageError{fmt::format("--region: {}", *error)};
+  const auto& endpoint = std::get<runtime::ServiceEndpoint>(resolved);
+  const std::string_view origin = endpoint.origin == "--endpoint" ? flag_name : std::string_view(endpoint.origin);
+  if (!endpoint.url.starts_with("http://") && !endpoint.url.starts_with("https://")) {
+    throw UsageError{fmt::format("{}: '{}' is not an http:// or https:// URL", origin, endpoint.url)};
+  }
+  fmt::print(stderr, "leaseproof: {} endpoint {} (from {})\n", service, endpoint.url, origin);
+  return endpoint.url;
+}
+
+// The verifying TLS context every https:// client of the process shares: the
+// CAs of --ca-file, else of AWS_CA_BUNDLE, else the system's store.
+runtime::TlsContextPtr tls_context(const EndpointArgs& args) {
+  const runtime::Environment environment = runtime::process_environment();
+  const auto bundle = environment.find("AWS_CA_BUNDLE");
+  const std::string ca_file =
+      runtime::resolve_ca_file(args.ca_file, bundle == environment.end() ? std::string_view{} : bundle->second);
+  auto made = runtime::make_tls_client_context({.ca_file = ca_file});
+  if (auto* error = std::get_if<std::string>(&made)) {
+    throw UsageError{fmt::format("{}: {}", args.ca_file.empty() ? "AWS_CA_BUNDLE" : "--ca-file", *error)};
+  }
+  return std::get<runtime::TlsContextPtr>(made);
+}
+
 runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args,
                                                 runtime::ResolvedCredentials* resolved = nullptr) {
-  if (!args.endpoint.starts_with("http://")) {
-    throw UsageError{fmt::format("--endpoint: '{}' is not an http:// URL (https is not supported)", args.endpoint)};
-  }
   runtime::DynamoHttpClientOptions options;
-  options.endpoint_url = args.endpoint;
-  runtime::ResolvedCredentials found = resolve_credentials(args, options.region);
+  options.region = resolve_region_flag(args);
+  options.endpoint_url = service_endpoint("dynamodb", "--endpoint", args.endpoint, options.region);
+  options.tls_context = tls_context(args);
+  runtime::ResolvedCredentials found = resolve_credentials(args, options.region, options.endpoint_url);
   options.credentials = found.credentials;
   if (resolved != nullptr) *resolved = std::move(found);
   return options;
 }
 
-std::string sqs_endpoint_flag(const std::string& endpoint) {
-  if (!endpoint.starts_with("http://")) {
-    throw UsageError{fmt::format("--sqs-endpoint: '{}' is not an http:// URL (https is not supported)", endpoint)};
-  }
-  return endpoint;
-}
-
 // `control create-queue`: the FIFO release queue; prints its URL.
-int create_queue_command(const SqsArgs& args) {
+int create_queue_command(const SqsArgs& args, const EndpointArgs& aws) {
   runtime::SqsClientOptions options;
-  options.endpoint_url = sqs_endpoint_flag(args.sqs_endpoint);
+  options.region = resolve_region_flag(aws);
+  options.endpoint_url = service_endpoint("sqs", "--sqs-endpoint", args.sqs_endpoint, options.region);
+  options.tls_context = tls_context(aws);
   if (!args.queue.ends_with(".fifo") || args.queue.size() <= 5) {
     throw UsageError{fmt::format("--queue: '{}' is not a FIFO queue's name (NAME.fifo)", args.queue)};
   }
@@ -98,7 +151,7 @@ int create_queue_command(const SqsArgs& args) {
       request.visibility_timeout > runtime::kSqsVisibilityTimeoutMax) {
     throw UsageError{fmt::format("--visibility: '{}' must be whole seconds, at most 12h", args.visibility)};
   }
-  options.credentials = resolve_credentials(EndpointArgs{}, options.region).credentials;
+  options.credentials = resolve_credentials(aws, options.region, options.endpoint_url).credentials;
   runtime::BlockingSqsClient client(options);
   const runtime::SqsResult<std::string> url = client.create_queue(request);
   if (!url.ok()) {
@@ -257,10 +310,12 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
       ->type_name("ADDR:PORT");
   worker->add_option("--port-file", args.port_file, "With --http: write the bound port to FILE")->type_name("FILE");
   worker->add_option("--sqs-endpoint", args.sqs.sqs_endpoint,
-                     "SQS-compatible endpoint for release notices (with --release-queue; neither: reconcile only)")
+                     "SQS endpoint of --release-queue, http:// or https:// (default: AWS_ENDPOINT_URL_SQS, "
+                     "AWS_ENDPOINT_URL, else https://sqs.REGION.amazonaws.com)")
       ->type_name("URL");
   worker->add_option("--release-queue", args.sqs.release_queue,
-                     "FIFO queue (NAME.fifo, made by 'control create-queue') that release notices go through")
+                     "FIFO queue (NAME.fifo, made by 'control create-queue') that release notices go through "
+                     "(none: reconcile only)")
       ->type_name("NAME");
   return worker;
 }
@@ -289,12 +344,11 @@ int worker_command(const WorkerArgs& args) {
   options.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
   if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
   const SqsArgs& sqs = args.sqs;
-  if (sqs.sqs_endpoint.empty() != sqs.release_queue.empty()) {
-    throw UsageError{sqs.sqs_endpoint.empty() ? "--release-queue: goes with --sqs-endpoint"
-                                              : "--sqs-endpoint: goes with --release-queue"};
+  if (!sqs.sqs_endpoint.empty() && sqs.release_queue.empty()) {
+    throw UsageError{"--sqs-endpoint: goes with --release-queue"};
   }
-  if (!sqs.sqs_endpoint.empty()) {
-    options.sqs_endpoint = sqs_endpoint_flag(sqs.sqs_endpoint);
+  if (!sqs.release_queue.empty()) {
+    options.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.dynamo.region);
     options.release_queue = sqs.release_queue;
   }
 
@@ -370,9 +424,11 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   commands.stop = control->add_subcommand("stop", "Stop connections: their owners release them");
   CLI::App* create_queue = control->add_subcommand(
       "create-queue", "Create the FIFO queue release notices go through (an existing one is kept); print its URL");
-  create_queue->add_option("--sqs-endpoint", args.sqs.sqs_endpoint, "SQS-compatible endpoint, e.g. http://127.0.0.1:9324")
-      ->required()
+  create_queue->add_option("--sqs-endpoint", args.sqs.sqs_endpoint,
+                            "SQS endpoint, http:// or https:// (default: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, "
+                            "else https://sqs.REGION.amazonaws.com)")
       ->type_name("URL");
+  add_aws_flags(create_queue, args.endpoint);
   create_queue->add_option("--queue", args.sqs.queue, "The queue's name; a FIFO queue's ends in .fifo")
       ->required()
       ->type_name("NAME.fifo");
@@ -399,7 +455,7 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
 }
 
 int control_command(const ControlCommands& commands, const ControlArgs& args) {
-  if (commands.create_queue->parsed()) return create_queue_command(args.sqs);
+  if (commands.create_queue->parsed()) return create_queue_command(args.sqs, args.endpoint);
   runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
   lease::LeaseConfig config = lease_config(args.endpoint);
   config.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;

@@ -11,7 +11,9 @@ namespace leaseproof::cli {
 
 // What both commands say about the endpoint and the tables.
 struct EndpointArgs {
-  std::string endpoint;
+  std::string endpoint;  // --endpoint; empty: AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, else the region's
+  std::string region;    // --region; empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's, else us-east-1
+  std::string ca_file;   // --ca-file; empty: AWS_CA_BUNDLE, else the system's trust store
   std::string table = "connections";
   std::string sink_table = "records";
   std::string profile;  // --profile: the credentials' profile (docs/credentials.md)
@@ -19,7 +21,7 @@ struct EndpointArgs {
 
 // Release notices: `worker --sqs-endpoint --release-queue`, `control create-queue`.
 struct SqsArgs {
-  std::string sqs_endpoint;   // worker and create-queue
+  std::string sqs_endpoint;   // worker and create-queue; empty: AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL, the region's
   std::string release_queue;  // worker
   std::string queue;          // create-queue
   std::string visibility = "30s";

@@ -1,6 +1,7 @@
 #include "runtime/aws_credentials.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -681,6 +682,28 @@ std::string resolve_region(const CredentialsChainOptions& options) {
     if (region != profile->second.end() && !region->second.empty()) return region->second;
   }
   return std::string(default_region);
+}
+
+std::variant<ServiceEndpoint, std::string> resolve_service_endpoint(std::string_view service,
+                                                                    std::string_view explicit_url,
+                                                                    std::string_view region,
+                                                                    const Environment& environment) {
+  if (!explicit_url.empty()) return ServiceEndpoint{std::string(explicit_url), "--endpoint"};
+  std::string service_variable = "AWS_ENDPOINT_URL_";
+  for (const char c : service) service_variable += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const std::string& variable : {service_variable, std::string("AWS_ENDPOINT_URL")}) {
+    std::string url = env_value(environment, variable);
+    if (!url.empty()) return ServiceEndpoint{std::move(url), variable};
+  }
+  const bool region_shaped = !region.empty() && region.size() <= 64 &&
+                             region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos &&
+                             region.front() != '-' && region.back() != '-';
+  if (!region_shaped) {
+    return fmt::format("region '{}' is not a region's name (lowercase letters, digits and '-', e.g. eu-west-1)",
+                       region);
+  }
+  const std::string_view suffix = region.starts_with("cn-") ? "amazonaws.com.cn" : "amazonaws.com";
+  return ServiceEndpoint{fmt::format("https://{}.{}.{}", service, region, suffix), fmt::format("region {}", region)};
 }
 
 std::optional<int64_t> parse_iso8601_ns(std::string_view text) {

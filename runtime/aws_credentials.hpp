@@ -106,6 +106,22 @@ CredentialsResult resolve_credentials_blocking(const CredentialsChainOptions& op
 // config file, else "us-east-1". Unreadable files count as absent.
 std::string resolve_region(const CredentialsChainOptions& options);
 
+// Where an AWS service's requests go, as AWS SDKs resolve it: `explicit_url`
+// when given (a --endpoint flag), else AWS_ENDPOINT_URL_<SERVICE>
+// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS), else AWS_ENDPOINT_URL,
+// else the regional endpoint https://<service>.<region>.amazonaws.com
+// (.amazonaws.com.cn in the cn- regions). `origin` says which, for logs.
+struct ServiceEndpoint {
+  std::string url;
+  std::string origin;  // "--endpoint", "AWS_ENDPOINT_URL_SQS", "region eu-west-1", ...
+};
+// `service` is the endpoint prefix ("dynamodb", "sqs"); an error names the
+// region when it is not a region's shape (lowercase letters, digits, '-').
+std::variant<ServiceEndpoint, std::string> resolve_service_endpoint(std::string_view service,
+                                                                    std::string_view explicit_url,
+                                                                    std::string_view region,
+                                                                    const Environment& environment);
+
 // For long-running processes: resolves on the io_context, then keeps
 // credentials that carry an Expiration fresh. Not thread-safe except source(),
 // whose functions may be called from any thread.

@@ -13,10 +13,12 @@
 #include <optional>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/url/parse.hpp>
 #include <fmt/format.h>
 
@@ -200,8 +202,9 @@ std::string canonical_header_value(std::string_view value) {
 
 struct Endpoint {
   std::string host;       // for the resolver, IPv6 without brackets
-  std::string port;       // "80" when the URL has none
+  std::string port;       // "80" (http) or "443" (https) when the URL has none
   std::string authority;  // the Host header, as written in the URL
+  bool tls = false;       // https://
 };
 
 // Returns the endpoint, or an error message.
@@ -211,19 +214,21 @@ std::variant<Endpoint, std::string> parse_endpoint(std::string_view url) {
     return fmt::format("'{}' is not a URL: {}", url, parsed.error().message());
   }
   const auto& view = *parsed;
-  if (view.scheme_id() != boost::urls::scheme::http) {
-    return fmt::format("'{}': only http:// endpoints are supported", url);
+  const bool tls = view.scheme_id() == boost::urls::scheme::https;
+  if (view.scheme_id() != boost::urls::scheme::http && !tls) {
+    return fmt::format("'{}': expected an http:// or https:// URL", url);
   }
   if (view.host_address().empty() || view.has_userinfo()) {
-    return fmt::format("'{}': expected http://host[:port]", url);
+    return fmt::format("'{}': expected http[s]://host[:port]", url);
   }
   if (!view.encoded_path().empty() && view.encoded_path() != "/") {
     return fmt::format("'{}': a path is not supported", url);
   }
   return Endpoint{
       .host = std::string(view.host_address()),
-      .port = view.has_port() ? std::string(view.port()) : std::string("80"),
+      .port = view.has_port() ? std::string(view.port()) : std::string(tls ? "443" : "80"),
       .authority = std::string(view.encoded_authority()),
+      .tls = tls,
   };
 }
 
@@ -339,6 +344,7 @@ std::string_view to_string(TransportErrorKind kind) {
     case TransportErrorKind::invalid_request: return "invalid_request";
     case TransportErrorKind::resolve_failed: return "resolve_failed";
     case TransportErrorKind::connect_failed: return "connect_failed";
+    case TransportErrorKind::tls_failed: return "tls_failed";
     case TransportErrorKind::timeout: return "timeout";
     case TransportErrorKind::connection_lost: return "connection_lost";
     case TransportErrorKind::bad_response: return "bad_response";
@@ -408,12 +414,21 @@ std::string sigv4_authorization(const SigV4Request& request, const DynamoCredent
 class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpClient::Impl> {
  public:
   Impl(asio::io_context& io, DynamoHttpClientOptions options)
-      : io_(io), options_(std::move(options)), resolver_(io), stream_(io), timer_(io) {
+      : io_(io), options_(std::move(options)), resolver_(io), plain_(io), timer_(io) {
     auto parsed = parse_endpoint(options_.endpoint_url);
     if (auto* endpoint = std::get_if<Endpoint>(&parsed)) {
       endpoint_ = std::move(*endpoint);
     } else {
       endpoint_error_ = std::get<std::string>(parsed);
+    }
+    if (endpoint_ && endpoint_->tls && options_.tls_context == nullptr) {
+      auto context = make_tls_client_context({});
+      if (auto* made = std::get_if<TlsContextPtr>(&context)) {
+        options_.tls_context = std::move(*made);
+      } else {
+        endpoint_error_ = fmt::format("'{}': {}", options_.endpoint_url, std::get<std::string>(context));
+        endpoint_.reset();
+      }
     }
   }
 
@@ -456,7 +471,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     std::string payload;
     DynamoHttpHandler handler;
   };
-  enum class Phase { resolve, connect, write, read };
+  enum class Phase { resolve, connect, handshake, write, read };
 
   std::optional<TransportError> check_submission(std::string_view operation) const {
     if (closed_) {
@@ -559,6 +574,9 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     }
     close_connection();
     reused_connection_ = false;
+    if (endpoint_->tls) {
+      tls_.emplace(io_, *options_.tls_context);  // a fresh SSL object per connection
+    }
     resolver_.async_resolve(endpoint_->host, endpoint_->port,
                             [self = shared_from_this()](error_code ec, tcp::resolver::results_type results) {
                               self->on_resolved(ec, results);
@@ -570,7 +588,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
       fail(Phase::resolve, ec);
       return;
     }
-    stream_.async_connect(results, [self = shared_from_this()](error_code connect_ec, const tcp::endpoint&) {
+    tcp_stream().async_connect(results, [self = shared_from_this()](error_code connect_ec, const tcp::endpoint&) {
       self->on_connected(connect_ec);
     });
   }
@@ -581,16 +599,47 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
       return;
     }
     ++connections_opened_;
-    connected_ = true;
     error_code ignored;
     // Small request/response pairs: never let Nagle hold a segment back.
-    stream_.socket().set_option(tcp::no_delay(true), ignored);
-    write();
+    tcp_stream().socket().set_option(tcp::no_delay(true), ignored);
+    if (!tls_) {
+      connected_ = true;
+      write();
+      return;
+    }
+    std::string problem;
+    if (!prepare_tls_connection(tls_->native_handle(), endpoint_->host, problem)) {
+      close_connection();
+      finish(TransportError{TransportErrorKind::tls_failed, fmt::format("TLS with {}: {}", options_.endpoint_url, problem)});
+      return;
+    }
+    tls_->async_handshake(asio::ssl::stream_base::client, [self = shared_from_this()](error_code handshake_ec) {
+      if (handshake_ec) {
+        self->fail(Phase::handshake, handshake_ec);
+        return;
+      }
+      self->connected_ = true;
+      self->write();
+    });
   }
 
+  // The connection's stream, plain or TLS: `operation` is called with it.
+  template <typename Operation>
+  void with_stream(Operation&& operation) {
+    if (tls_) {
+      operation(*tls_);
+    } else {
+      operation(plain_);
+    }
+  }
+
+  beast::tcp_stream& tcp_stream() { return tls_ ? tls_->next_layer() : plain_; }
+
   void write() {
-    http::async_write(stream_, request_, [self = shared_from_this()](error_code ec, std::size_t) {
-      self->on_written(ec);
+    with_stream([this](auto& stream) {
+      http::async_write(stream, request_, [self = shared_from_this()](error_code ec, std::size_t) {
+        self->on_written(ec);
+      });
     });
   }
 
@@ -605,8 +654,10 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   void read_response() {
     parser_.emplace();
     parser_->body_limit(options_.response_body_bytes_max);
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
-      self->on_read(read_ec);
+    with_stream([this](auto& stream) {
+      http::async_read(stream, buffer_, *parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
+        self->on_read(read_ec);
+      });
     });
   }
 
@@ -654,7 +705,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   // Unread bytes on an idle keep-alive connection answer nothing we sent.
   bool has_unread_bytes() {
     error_code ec;
-    const std::size_t bytes = stream_.socket().available(ec);
+    const std::size_t bytes = tcp_stream().socket().available(ec);
     return ec || bytes > 0;
   }
 
@@ -685,7 +736,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     finish(describe_failure(phase, ec));
   }
 
-  TransportError describe_failure(Phase phase, error_code ec) const {
+  TransportError describe_failure(Phase phase, error_code ec) {  // not const: reads the TLS verdict
     if (closed_) {
       return TransportError{TransportErrorKind::client_closed, "client destroyed"};
     }
@@ -700,6 +751,10 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
       case Phase::connect:
         return TransportError{TransportErrorKind::connect_failed,
                               fmt::format("connect {}: {}", endpoint_->authority, ec.message())};
+      case Phase::handshake:
+        return TransportError{TransportErrorKind::tls_failed,
+                              fmt::format("TLS with {}: {}", options_.endpoint_url,
+                                          describe_tls_failure(ec, tls_ ? tls_->native_handle() : nullptr))};
       case Phase::write: return TransportError{TransportErrorKind::connection_lost, "write: " + ec.message()};
       case Phase::read:
         // Closed before the answer was complete (mid-headers, mid-body, a
@@ -729,7 +784,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
 
   void close_connection() {
     error_code ignored;
-    stream_.socket().close(ignored);
+    tcp_stream().socket().close(ignored);  // no TLS close_notify: a request/response client owes none
     connected_ = false;
     buffer_.clear();
   }
@@ -739,7 +794,8 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   std::optional<Endpoint> endpoint_;
   std::string endpoint_error_;
   tcp::resolver resolver_;
-  beast::tcp_stream stream_;
+  beast::tcp_stream plain_;                                  // http://
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;  // https://: a new one per connection
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
   http::request<http::string_body> request_;

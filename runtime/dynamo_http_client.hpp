@@ -1,6 +1,7 @@
 #pragma once
-// A DynamoDB JSON-protocol client over plain HTTP/1.1 (Boost.Beast), for the
-// real runtime and for replaying request sequences against dynalite.
+// A DynamoDB JSON-protocol client over HTTP/1.1 (Boost.Beast), plain or TLS
+// (https://: runtime/tls.hpp), for the real runtime and for replaying request
+// sequences against dynalite.
 //
 // Requests and responses are DynamoDB wire JSON (nlohmann::json); operations
 // are plain names ("PutItem", "Query"). Typed requests live in core/dynamo and
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.hpp"
+#include "runtime/tls.hpp"
 
 namespace leaseproof::runtime {
 
@@ -50,7 +52,10 @@ struct AwsJsonProtocol {
 };
 
 struct DynamoHttpClientOptions {
-  std::string endpoint_url;  // "http://127.0.0.1:8000"; only http:// is supported
+  std::string endpoint_url;  // "http://127.0.0.1:8000" or "https://dynamodb.eu-west-1.amazonaws.com"
+  // For https:// endpoints: the verifying client context (make_tls_client_context),
+  // shared by a process's clients; null: one trusting the system store.
+  TlsContextPtr tls_context;
   std::string region = "us-east-1";
   DynamoCredentials credentials;
   CredentialsSource credentials_source;  // when set, asked per request instead of `credentials`
@@ -81,6 +86,7 @@ enum class TransportErrorKind {
   invalid_request,   // bad operation name, or JSON that cannot be encoded (invalid UTF-8)
   resolve_failed,
   connect_failed,    // e.g. connection refused
+  tls_failed,        // the TLS handshake failed: an untrusted or expired certificate, another host's, no TLS at all
   timeout,           // request_timeout elapsed: outcome unknown
   connection_lost,   // write or read failed: outcome unknown
   bad_response,      // not HTTP, body too large, or not DynamoDB's answer (a JSON object; an error with "__type")

@@ -17,6 +17,7 @@ using nlohmann::json;
 DynamoHttpClientOptions http_options(const SqsClientOptions& options, Duration timeout) {
   DynamoHttpClientOptions http;
   http.endpoint_url = options.endpoint_url;
+  http.tls_context = options.tls_context;
   http.region = options.region;
   http.credentials = options.credentials;
   http.credentials_source = options.credentials_source;

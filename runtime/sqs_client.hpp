@@ -40,7 +40,8 @@ constexpr Duration kSqsVisibilityTimeoutMax = Duration::from_h(12);
 constexpr std::size_t kSqsIdCharsMax = 128;  // MessageGroupId, MessageDeduplicationId
 
 struct SqsClientOptions {
-  std::string endpoint_url;  // "http://127.0.0.1:9324"
+  std::string endpoint_url;  // "http://127.0.0.1:9324" or "https://sqs.eu-west-1.amazonaws.com"
+  TlsContextPtr tls_context;  // for https://, as DynamoHttpClientOptions::tls_context
   std::string region = "us-east-1";
   DynamoCredentials credentials;
   CredentialsSource credentials_source;  // when set, asked per request instead of `credentials`

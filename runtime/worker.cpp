@@ -262,7 +262,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
       auto self = weak.lock();
       if (!self) return;
       if (!result.ok()) {
-        ++self->counters_.dynamo_transport_errors;
+        self->note_transport_error(result.error());
         return reply(nullptr);
       }
       const DynamoHttpResponse& response = result.response();
@@ -278,6 +278,27 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
       const dynamo::Result<dynamo::Response> error{dynamo::decode_error(response.body)};
       reply(&error);
     });
+  }
+
+  // A DynamoDB request without an answer is logged, so that an endpoint that
+  // cannot be reached (refused, an untrusted certificate) says why: at the
+  // first error, whenever the reason changes, and at most once a
+  // transport_error_log_interval otherwise, with the count it stands for.
+  static constexpr Duration transport_error_log_interval = Duration::from_s(10);
+  void note_transport_error(const TransportError& error) {
+    ++counters_.dynamo_transport_errors;
+    ++transport_errors_unlogged_;
+    const Instant now = monotonic_now();
+    if (error.detail == last_transport_error_ && transport_error_logged_at_ &&
+        now < *transport_error_logged_at_ + transport_error_log_interval) {
+      return;
+    }
+    event("dynamo.transport_error", {{"kind", std::string{to_string(error.kind)}},
+                                     {"detail", error.detail},
+                                     {"errors", transport_errors_unlogged_}});
+    last_transport_error_ = error.detail;
+    transport_error_logged_at_ = now;
+    transport_errors_unlogged_ = 0;
   }
 
   void apply(lease::Actions& actions) {
@@ -347,6 +368,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     if (options_.release_poll_interval <= Duration::zero()) throw std::invalid_argument("release_poll_interval: > 0");
     SqsClientOptions sqs;
     sqs.endpoint_url = options_.sqs_endpoint;
+    sqs.tls_context = options_.dynamo.tls_context;
     sqs.region = options_.dynamo.region;
     sqs.credentials = options_.dynamo.credentials;
     sqs.credentials_source = options_.dynamo.credentials_source;
@@ -724,6 +746,10 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   uint64_t sqs_in_flight_ = 0;     // SQS calls not answered yet: a drain waits for them
   bool core_drained_ = false;      // the core said DrainComplete
   bool drain_waits_logged_ = false;
+  // The last DynamoDB transport error logged, when, and how many since.
+  std::string last_transport_error_;
+  std::optional<Instant> transport_error_logged_at_;
+  uint64_t transport_errors_unlogged_ = 0;
 };
 
 Worker::Worker(asio::io_context& io, WorkerOptions options, std::function<void(std::string_view)> log)

@@ -49,7 +49,7 @@ struct WorkerOptions {
   uint64_t seed = 0;  // jitter of renews, reconnects and retries; 0 draws one from the OS
   Duration drain_timeout = Duration::from_s(10);  // SIGTERM: at most this long, then exit anyway
   // Release notices: both empty = none (reconcile only); both set or neither.
-  std::string sqs_endpoint;   // http://127.0.0.1:PORT
+  std::string sqs_endpoint;   // http://127.0.0.1:PORT; https:// uses dynamo.tls_context
   std::string release_queue;  // the FIFO queue's name (ends in .fifo); its URL is looked up at start
   Duration release_wait = Duration::from_s(1);          // a receive's long poll (whole seconds); bounds a drain's wait
   Duration release_poll_interval = Duration::from_ms(500);  // next receive when at capacity, or after an error

@@ -17,10 +17,14 @@ Then it reads what the real systems recorded and decides:
   epoch order     along each connection's sink, the lease epoch of the writer
                   never goes down (an old owner writing after a newer one took
                   over would show a lower epoch at a higher seq).
+With --tls, every request to DynamoDB (workers and `control`) goes over
+https: a TLS proxy (tests/real/tls_proxy.py) presents a certificate for
+localhost signed by a CA the lab makes (tests/real/make_test_pki.sh), and the
+workers trust that CA alone (--ca-file); the checks read dynalite directly.
 Stops every process it started (also on failure or Ctrl-C). Exit status 0
 when every check passed, 1 otherwise, 2 on bad arguments.
 
-  scripts/real_lab.py --binary build/release/cli/leaseproof [--workers 3 --connections 12]
+  scripts/real_lab.py --binary build/release/cli/leaseproof [--workers 3 --connections 12] [--tls]
 """
 
 import argparse
@@ -233,7 +237,7 @@ def check_real(fleet, args, logs, events_path, sessions_path, extra=()):
     return done.returncode, (done.stdout + done.stderr).splitlines()
 
 
-def skew_run(fleet, args, endpoint, expiry, algorithm, seconds):
+def skew_run(fleet, args, endpoint, expiry, algorithm, seconds, tls_flags):
     """Two workers, then a third whose wall clock is 16 s fast (faketime), with
     a hub of their own; judged by `leaseproof check-real`."""
     tag = f"{algorithm}-{expiry}"
@@ -242,16 +246,16 @@ def skew_run(fleet, args, endpoint, expiry, algorithm, seconds):
     sessions_path = os.path.join(fleet.workdir, f"{tag}-hub-sessions.jsonl")
     hub, hub_port = start_hub(fleet, f"{tag}-hub", sessions_path)
     subprocess.run([args.binary, "control", "create-tables", "--endpoint", endpoint, "--table", table, "--sink-table",
-                    sink, "--algorithm", algorithm], check=True, capture_output=True, timeout=60)
+                    sink, "--algorithm", algorithm] + tls_flags, check=True, capture_output=True, timeout=60)
     n = 6
     subprocess.run([args.binary, "control", "start", "--endpoint", endpoint, "--table", table, "--sink-table", sink,
-                    "--algorithm", algorithm, "--connections", f"{tag}-0..{tag}-{n - 1}", "--url", f"ws://127.0.0.1:{hub_port}/"],
-                   check=True, capture_output=True, timeout=60)
+                    "--algorithm", algorithm, "--connections", f"{tag}-0..{tag}-{n - 1}", "--url", f"ws://127.0.0.1:{hub_port}/"]
+                   + tls_flags, check=True, capture_output=True, timeout=60)
     for i in range(n):
         lab_event(events_path, "control.started", connection=f"{tag}-{i}")
     flags = ["--endpoint", endpoint, "--table", table, "--sink-table", sink, "--lease", args.lease, "--heartbeat",
              args.heartbeat, "--margin", args.margin, "--reconcile", args.reconcile, "--expiry", expiry,
-             "--algorithm", algorithm]
+             "--algorithm", algorithm] + tls_flags
     workers = [fleet.start_worker(f"{tag}-w{i}", f"{tag}-w{i}", flags, events_path) for i in range(2)]
     deadline = time.monotonic() + 20
     while len(owners(workers)) < n and time.monotonic() < deadline:
@@ -267,6 +271,30 @@ def skew_run(fleet, args, endpoint, expiry, algorithm, seconds):
     status, lines = check_real(fleet, args, [w.log_path for w in workers + [fast]], events_path, sessions_path)
     stolen = sum(1 for e in events(fast) if e.get("event") == "lease.open")
     return status, lines, stolen, owned_before
+
+
+def port_of(url):
+    return int(url.rsplit(":", 1)[1].rstrip("/"))
+
+
+def start_tls_proxy(fleet, dynalite_port):
+    """A TLS proxy in front of dynalite with a certificate for localhost from
+    the lab's own CA; returns the https endpoint and the flags that trust it."""
+    pki = os.path.join(fleet.workdir, "pki")
+    subprocess.run([os.path.join(HERE, "..", "tests", "real", "make_test_pki.sh"), pki], check=True,
+                   capture_output=True, timeout=120)
+    ports_path = os.path.join(fleet.workdir, "tls-proxy.ports")
+    proxy = fleet.start("tls-proxy", ["--target", f"127.0.0.1:{dynalite_port}", "--port-file", ports_path,
+                                      f"dynamodb={pki}/good.pem,{pki}/good.key"],
+                        program="/usr/bin/python3", args0=os.path.join(HERE, "..", "tests", "real", "tls_proxy.py"))
+    deadline = time.monotonic() + 10
+    while not os.path.exists(ports_path):
+        if time.monotonic() > deadline or proxy.poll() is not None:
+            raise RuntimeError(f"the TLS proxy did not start: {tail(proxy.log_path)}")
+        time.sleep(0.05)
+    port = json.load(open(ports_path))["dynamodb"]
+    print(f"tls: DynamoDB at https://localhost:{port} (a proxy with the lab's CA in front of dynalite)", flush=True)
+    return f"https://localhost:{port}", ["--ca-file", os.path.join(pki, "ca.pem")]
 
 
 def report(problems, line, limit=None):
@@ -299,6 +327,8 @@ def main():
     parser.add_argument("--expiry", choices=["wall", "counter"], default="wall")
     parser.add_argument("--skew", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the 16-s-fast-clock check (faketime): wall mode, counter mode, seed algorithm")
+    parser.add_argument("--tls", action="store_true",
+                        help="DynamoDB over https through a TLS proxy with the lab's own CA")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
@@ -335,15 +365,19 @@ def main():
         if not os.path.exists(dynalite_js):
             raise RuntimeError("dynalite is not installed (scripts/dynalite.sh install)")
         dynalite = start_dynalite("dynalite")
-        endpoint = f"http://127.0.0.1:{dynalite_port}"
+        direct = endpoint = f"http://127.0.0.1:{dynalite_port}"  # the checks read `direct`
+        tls_flags = []
+        if args.tls:
+            endpoint, tls_flags = start_tls_proxy(fleet, dynalite_port)
         sessions_path = os.path.join(workdir, "hub-sessions.jsonl")
         hub, hub_port = start_hub(fleet, "hub", sessions_path)
         hub_url = f"ws://127.0.0.1:{hub_port}/"
-        subprocess.run([args.binary, "control", "create-tables", "--endpoint", endpoint], check=True,
+        subprocess.run([args.binary, "control", "create-tables", "--endpoint", endpoint] + tls_flags, check=True,
                        capture_output=True, timeout=60)
         connections = [f"c{i}" for i in range(args.connections)]
         subprocess.run([args.binary, "control", "start", "--endpoint", endpoint, "--connections",
-                        f"c0..c{args.connections - 1}", "--url", hub_url], check=True, capture_output=True, timeout=60)
+                        f"c0..c{args.connections - 1}", "--url", hub_url] + tls_flags, check=True,
+                       capture_output=True, timeout=60)
         for c in connections:
             lab_event(fleet.events_path, "control.started", connection=c)
         # Each worker may own two thirds of the connections: the fleet spreads,
@@ -351,7 +385,7 @@ def main():
         capacity = max(1, -(-2 * args.connections // 3))
         worker_flags = ["--endpoint", endpoint, "--lease", args.lease, "--heartbeat", args.heartbeat, "--margin",
                         args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry, "--capacity",
-                        str(capacity)]
+                        str(capacity)] + tls_flags
         if args.notices:
             # Release notices through a FIFO queue in fauxqs (scripts/fauxqs.sh installs it).
             fauxqs_js = os.path.join(HERE, "..", "tools", "fauxqs", "serve.mjs")
@@ -367,12 +401,12 @@ def main():
             worker_flags += ["--sqs-endpoint", sqs, "--release-queue", "releases.fifo"]
         # Worker w0 reaches DynamoDB through a relay: the partition cuts it off.
         relay_port_file = os.path.join(workdir, "relay.port")
-        relay = fleet.start("relay", ["relay", "--to", f"127.0.0.1:{dynalite_port}", "--idle", "1h", "--port-file",
-                                      relay_port_file])
+        relay = fleet.start("relay", ["relay", "--to", f"127.0.0.1:{port_of(endpoint)}", "--idle", "1h",
+                                      "--port-file", relay_port_file])
         deadline = time.monotonic() + 10
         while not os.path.exists(relay_port_file) and time.monotonic() < deadline:
             time.sleep(0.02)
-        relayed = ["--endpoint", f"http://127.0.0.1:{int(open(relay_port_file).read())}"]
+        relayed = ["--endpoint", f"{endpoint.rsplit(':', 1)[0]}:{int(open(relay_port_file).read())}"]
         worker_flags_w0 = [relayed[1] if f == endpoint else f for f in worker_flags]
         # w1.. first: they own everything; w0 (behind the relay) joins after.
         # w1 also serves /healthz and /metrics.
@@ -420,7 +454,8 @@ def main():
         if renews == 0:
             problems.append("no renew counted after 3 s of ownership")
         # control owners: the lease table's owners agree with the workers' logs.
-        listed = subprocess.run([args.binary, "control", "owners", "--endpoint", endpoint, "--json"], check=True,
+        listed = subprocess.run([args.binary, "control", "owners", "--endpoint", endpoint, "--json"] + tls_flags,
+                                check=True,
                                 capture_output=True, text=True, timeout=60).stdout.splitlines()
         table_owners = {row["connection"]: row["owner"] for row in map(json.loads, listed)
                         if row["owner"] and row["expires_in_ms"] > 0}
@@ -625,7 +660,7 @@ def main():
                 raise RuntimeError("faketime is not installed (scripts/setup.sh tests installs it)")
             results = {}
             for expiry, algorithm in (("wall", "core"), ("counter", "core"), ("wall", "seed")):
-                results[(expiry, algorithm)] = skew_run(fleet, args, endpoint, expiry, algorithm, 12)
+                results[(expiry, algorithm)] = skew_run(fleet, args, endpoint, expiry, algorithm, 12, tls_flags)
             problems = []
             lines = []
             for (expiry, algorithm), (status, output, stolen, owned_before) in results.items():
@@ -660,7 +695,7 @@ def main():
         deadline = time.monotonic() + 30
         missing_total = None
         while time.monotonic() < deadline:
-            records = {c: sink_records(endpoint, "records", c, 1) for c in connections}
+            records = {c: sink_records(direct, "records", c, 1) for c in connections}
             missing_total = sum(published.get(c, 0) - len({r[0] for r in records[c]}) for c in connections)
             if missing_total <= 0:
                 break

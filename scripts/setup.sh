@@ -18,7 +18,7 @@ packages=(
   g++ cmake ninja-build git python3
   libboost1.81-dev libboost-system1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev
+  libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev libssl-dev
 )
 if [[ ${1:-} == tests ]]; then
   packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime python3-yaml)

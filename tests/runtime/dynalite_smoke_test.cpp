@@ -278,9 +278,13 @@ TEST(DynamoHttpClientTransport, ServerThatNeverAnswersGivesTimeout) {
 
 TEST(DynamoHttpClientTransport, UnusableEndpointOrOperationIsAValueNotAnException) {
   DynamoHttpClientOptions options;
-  options.endpoint_url = "https://dynamodb.us-east-1.amazonaws.com";
+  options.endpoint_url = "ftp://127.0.0.1:21";
+  BlockingDynamoHttpClient ftp_client(options);
+  EXPECT_EQ(error_kind(ftp_client.call("ListTables", json::object())), TransportErrorKind::invalid_endpoint);
+  // https:// is a scheme the client speaks: nothing listens there, so it fails to connect.
+  options.endpoint_url = fmt::format("https://127.0.0.1:{}", closed_port());
   BlockingDynamoHttpClient tls_client(options);
-  EXPECT_EQ(error_kind(tls_client.call("ListTables", json::object())), TransportErrorKind::invalid_endpoint);
+  EXPECT_EQ(error_kind(tls_client.call("ListTables", json::object())), TransportErrorKind::connect_failed);
 
   options.endpoint_url = fmt::format("http://127.0.0.1:{}", closed_port());
   BlockingDynamoHttpClient client(options);

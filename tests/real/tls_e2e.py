@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+"""DynamoDB over https end to end: `leaseproof control` and `leaseproof worker`
+against dynalite behind a TLS proxy (tests/real/tls_proxy.py) whose
+certificates come from a CA this test makes (tests/real/make_test_pki.sh).
+
+Passes when
+  - control reaches the endpoint trusting the test CA by --ca-file and by
+    AWS_CA_BUNDLE, and fails without it (the system store does not know it);
+  - a worker holds leases and records published messages over https;
+  - a certificate for another host, an expired one, one from an untrusted CA
+    and a plain-http server behind an https:// URL each fail with exit 1 and
+    a message naming the endpoint and the reason, within seconds;
+  - a worker left running against the expired certificate stays up, logs
+    the reason (dynamo.transport_error) and makes no more TLS connections than
+    its schedule asks for (no retry storm);
+  - a CA file that does not exist is refused with exit 2, naming --ca-file.
+
+Usage: tls_e2e.py LEASEPROOF_BINARY
+Starts everything on 127.0.0.1 itself (dynalite through scripts/dynalite.sh
+in a private state dir; `scripts/dynalite.sh install` first) and ends every
+process it started, also on failure. About 20 s.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+# The worker against the expired certificate: its reconcile and the lease
+# timings below bound how many connections it may open in STORM_WINDOW_S.
+STORM_WINDOW_S = 6.0
+STORM_CONNECTIONS_MAX = 40
+
+
+def fail(message):
+    raise AssertionError(message)
+
+
+class Processes:
+    """Everything this test started, ended in reverse order by its own PID."""
+
+    def __init__(self, workdir):
+        self.workdir, self.started, self.services = workdir, [], []
+
+    def start(self, name, argv, env=None):
+        log_path = os.path.join(self.workdir, f"{name}.log")
+        process = subprocess.Popen(argv, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        process.name, process.log_path = name, log_path
+        self.started.append(process)
+        return process
+
+    def dynalite(self):
+        env = dict(os.environ, DYNALITE_STATE_DIR=os.path.join(self.workdir, "dynalite"))
+        self.services.append(env)
+        done = subprocess.run([os.path.join(REPO, "scripts", "dynalite.sh"), "start"], env=env, timeout=60,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            fail(f"scripts/dynalite.sh start failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def stop_all(self):
+        for process in reversed(self.started):
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    pass
+        for env in self.services:
+            subprocess.run([os.path.join(REPO, "scripts", "dynalite.sh"), "stop"], env=env, timeout=30,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_file(path, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and open(path).read().strip():
+            return open(path).read().strip()
+        time.sleep(0.02)
+    fail(f"{path} not written within {timeout_s} s")
+
+
+def events(process):
+    out = []
+    with open(process.log_path) as f:
+        for line in f:
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass
+    return out
+
+
+def tail(process, lines=8):
+    with open(process.log_path) as f:
+        return " | ".join(f.read().splitlines()[-lines:])
+
+
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def control(binary, args, env=None, timeout=30):
+    started = time.monotonic()
+    done = subprocess.run([binary, "control"] + args, capture_output=True, text=True, timeout=timeout, env=env)
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def run(binary, workdir):
+    processes = Processes(workdir)
+    try:
+        pki = os.path.join(workdir, "pki")
+        subprocess.run([os.path.join(HERE, "make_test_pki.sh"), pki], check=True, capture_output=True, timeout=120)
+        ca = os.path.join(pki, "ca.pem")
+        plain = processes.dynalite()
+        ports_path, counts_path = os.path.join(workdir, "proxy.ports"), os.path.join(workdir, "proxy.counts")
+        listeners = [f"{name}={pki}/{name}.pem,{pki}/{name}.key" for name in ("good", "wrong-host", "expired",
+                                                                             "untrusted")]
+        processes.start("tls-proxy", ["/usr/bin/python3", os.path.join(HERE, "tls_proxy.py"), "--target",
+                                      plain.removeprefix("http://"), "--port-file", ports_path, "--counts",
+                                      counts_path] + listeners)
+        ports = json.loads(wait_file(ports_path, 10))
+        url = {name: f"https://localhost:{port}" for name, port in ports.items()}
+
+        # The good certificate: trusted through --ca-file, through AWS_CA_BUNDLE, not without either.
+        status, output, _ = control(binary, ["create-tables", "--endpoint", url["good"], "--ca-file", ca])
+        if status != 0:
+            fail(f"create-tables over https with --ca-file: exit {status}: {output}")
+        bundle_env = dict(os.environ, AWS_CA_BUNDLE=ca)
+        status, output, _ = control(binary, ["owners", "--endpoint", url["good"]], env=bundle_env)
+        if status != 0:
+            fail(f"owners over https with AWS_CA_BUNDLE: exit {status}: {output}")
+        status, output, _ = control(binary, ["owners", "--endpoint", url["good"]])
+        if status != 1 or "signed by no CA this process trusts" not in output:
+            fail(f"owners without the test CA: exit {status}, expected 1 and an untrusted certificate: {output}")
+        print(f"PASS trust: {url['good']} reached with --ca-file and with AWS_CA_BUNDLE, refused without them")
+
+        # The four failures, each named, each quick (no retries behind the user's back).
+        cases = [
+            ("wrong-host", url["wrong-host"], "certificate rejected: hostname mismatch"),
+            ("expired", url["expired"], "certificate rejected: certificate has expired"),
+            ("untrusted", url["untrusted"], "certificate rejected: unable to get local issuer certificate"),
+            ("plain http", "https://" + plain.removeprefix("http://"), "the server does not speak TLS"),
+        ]
+        for name, endpoint, reason in cases:
+            status, output, seconds = control(binary, ["owners", "--endpoint", endpoint, "--ca-file", ca])
+            if status != 1 or f"tls_failed: TLS with {endpoint}: " not in output or reason not in output:
+                fail(f"{name}: exit {status} after {seconds:.1f} s, expected 1 naming {endpoint} and "
+                     f"'{reason}': {output}")
+            if seconds > 10:
+                fail(f"{name}: took {seconds:.1f} s to fail")
+            print(f"PASS {name}: exit 1 in {seconds:.2f} s: {output.strip().splitlines()[-1]}")
+        status, output, _ = control(binary, ["owners", "--endpoint", url["good"], "--ca-file",
+                                             os.path.join(workdir, "missing.pem")])
+        if status != 2 or "--ca-file" not in output:
+            fail(f"a missing --ca-file: exit {status}, expected 2 naming --ca-file: {output}")
+        print("PASS a missing CA file: exit 2 naming --ca-file")
+
+        # A worker holds leases and records over https.
+        hub_port_file = os.path.join(workdir, "hub.port")
+        processes.start("hub", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file])
+        hub_port = int(wait_file(hub_port_file, 10))
+        status, output, _ = control(binary, ["start", "--endpoint", url["good"], "--ca-file", ca, "--connections",
+                                             "c0..c3", "--url", f"ws://127.0.0.1:{hub_port}/"])
+        if status != 0:
+            fail(f"control start over https: exit {status}: {output}")
+        worker_port_file = os.path.join(workdir, "worker.port")
+        flags = ["--lease", "6s", "--heartbeat", "2s", "--margin", "1s", "--reconcile", "2s"]
+        worker = processes.start("worker", [binary, "worker", "--worker-id", "w-tls", "--endpoint", url["good"],
+                                            "--ca-file", ca, "--http", "127.0.0.1:0", "--port-file",
+                                            worker_port_file] + flags)
+        worker_status = int(wait_file(worker_port_file, 10))
+        deadline = time.monotonic() + 20
+        while len({e["connection"] for e in events(worker) if e.get("event") == "lease.open"}) < 4:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                fail(f"the worker did not open c0..c3 over https within 20 s: {tail(worker)}")
+            time.sleep(0.1)
+        for _ in range(5):
+            for c in ("c0", "c1", "c2", "c3"):
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{hub_port}/publish?channel={c}&count=1&size=64", data=b"", method="POST"),
+                    timeout=5).read()
+        deadline = time.monotonic() + 15
+        while True:  # every message recorded, and each lease renewed at least once
+            values = metrics(worker_status)
+            records = int(values.get("leaseproof_worker_records_total", "0"))
+            renews = int(values.get('leaseproof_worker_calls_total{kind="renew"}', "0"))
+            if records >= 20 and renews >= 4:
+                break
+            if time.monotonic() > deadline:
+                fail(f"over https within 15 s: {records} of 20 records, {renews} of 4 renews: {tail(worker)}")
+            time.sleep(0.1)
+        print(f"PASS worker over https: 4 leases held, {values['leaseproof_worker_records_total']} records, "
+              f"{renews} renews, {values.get('leaseproof_worker_dynamo_ambiguous_total', '0')} requests without an answer")
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(15)
+
+        # A worker against the expired certificate: it says why, and does not storm.
+        before = json.load(open(counts_path))["expired"]["accepted"]
+        stuck = processes.start("worker-expired", [binary, "worker", "--worker-id", "w-expired", "--endpoint",
+                                                   url["expired"], "--ca-file", ca] + flags)
+        time.sleep(STORM_WINDOW_S)
+        if stuck.poll() is not None:
+            fail(f"the worker against an expired certificate exited ({stuck.returncode}): {tail(stuck)}")
+        connections = json.load(open(counts_path))["expired"]["accepted"] - before
+        logged = [e for e in events(stuck) if e.get("event") == "dynamo.transport_error"]
+        if not logged or "certificate has expired" not in logged[0].get("detail", ""):
+            fail(f"the worker did not log the expired certificate: {tail(stuck)}")
+        if not 1 <= connections <= STORM_CONNECTIONS_MAX:
+            fail(f"the worker opened {connections} TLS connections in {STORM_WINDOW_S} s "
+                 f"(expected 1..{STORM_CONNECTIONS_MAX})")
+        print(f"PASS no retry storm: {connections} TLS connections in {STORM_WINDOW_S:g} s, "
+              f"{len(logged)} log lines: {logged[0]['detail']}")
+        print("PASS tls: DynamoDB over https, and each certificate failure named")
+    finally:
+        processes.stop_all()
+
+
+def main():
+    if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
+        print("usage: tls_e2e.py LEASEPROOF_BINARY", file=sys.stderr)
+        return 2
+    workdir = tempfile.mkdtemp(prefix="leaseproof-tls-")
+    try:
+        run(os.path.abspath(sys.argv[1]), workdir)
+    except (AssertionError, RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        print(f"FAIL tls: {e}\n(logs in {workdir})", file=sys.stderr)
+        return 1
+    if os.environ.get("LEASEPROOF_KEEP"):
+        print(f"(logs in {workdir})")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
