@@ -68,7 +68,8 @@ bool is_aws_host(std::string_view url) {
 // files, the ECS container endpoint: docs/credentials.md). None found at all:
 // the local placeholder, which dynalite and fauxqs accept (they check the
 // signature's shape only), but never for an AWS host, which would refuse
-// every request. A source set up but broken is an error.
+// every request, nor when a profile was named (--profile, AWS_PROFILE): its
+// user asked for real credentials. A source set up but broken is an error.
 runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, const std::string& region,
                                                  std::string_view endpoint_url) {
   runtime::CredentialsChainOptions chain;
@@ -78,8 +79,10 @@ runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, const
     fmt::print(stderr, "leaseproof: credentials from {}, region {}\n", found.value().description, region);
     return found.value();
   }
-  if (found.error().detail.starts_with("no AWS credentials found") && args.profile.empty() &&
-      !is_aws_host(endpoint_url)) {
+  const runtime::Environment environment = runtime::process_environment();
+  const auto aws_profile = environment.find("AWS_PROFILE");
+  const bool profile_named = !args.profile.empty() || (aws_profile != environment.end() && !aws_profile->second.empty());
+  if (found.error().detail.starts_with("no AWS credentials found") && !profile_named && !is_aws_host(endpoint_url)) {
     runtime::ResolvedCredentials placeholder;
     placeholder.description = "the local placeholder (none found)";
     return placeholder;
@@ -359,10 +362,21 @@ int worker_command(const WorkerArgs& args) {
   if (credentials.expiration_wall_ns) {
     runtime::CredentialsChainOptions chain_options;
     chain_options.profile = args.endpoint.profile;
+    // Every failed refresh is a log line (the old credentials stay in use
+    // until they expire), and so is the success that ends a run of failures.
+    chain_options.on_refresh = [worker_id = args.worker_id, failing = false](
+                                   const runtime::CredentialsResult& result) mutable {
+      if (result.ok() && !failing) return;
+      nlohmann::json line{{"event", "credentials.refresh"}, {"worker", worker_id}, {"ok", result.ok()}};
+      if (!result.ok()) line["error"] = result.error().detail;
+      failing = !result.ok();
+      print_line(line.dump());
+    };
     chain = std::make_unique<runtime::CredentialsChain>(io, chain_options);
     chain->start([](const runtime::CredentialsResult& result) {
       if (!result.ok()) fmt::print(stderr, "leaseproof worker: credentials refresh: {}\n", result.error().detail);
     });
+    options.credentials_stats = [stats = chain.get()] { return stats->stats(); };
     options.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
       runtime::DynamoCredentials current = source();
       return current.access_key_id.empty() ? initial : current;

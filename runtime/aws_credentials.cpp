@@ -155,6 +155,9 @@ std::string_view strip_inline_comment(std::string_view text) {
 // case-insensitive; a later value for the same profile and key wins.
 Profiles parse_profiles(std::string_view text, bool config_file) {
   Profiles profiles;
+  // A UTF-8 byte order mark (editors on Windows write one) is not part of the
+  // first line: left there, "[default]" would not start with '['.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   ProfileKeys* section = nullptr;  // null outside a profile section
   bool after_property = false;
   while (!text.empty()) {
@@ -299,6 +302,20 @@ SourceOutcome from_profile(const Environment& env, const CredentialsChainOptions
     return CredentialsError{fmt::format("profile '{}' not found in {}", choice.name, files)};
   }
   if (!profile_exists) return NotFound{fmt::format("profile '{}' (not in {})", choice.name, files)};
+  // A profile whose credentials come from a source leaseproof does not have
+  // would give AWS SDKs other credentials than the next source here does.
+  for (const SharedFile* file : {&credentials_file, &config_file}) {
+    const auto profile = file->profiles.find(choice.name);
+    if (profile == file->profiles.end()) continue;
+    for (const char* key : {"role_arn", "credential_process", "sso_session", "sso_start_url", "web_identity_token_file"}) {
+      if (profile->second.contains(key)) {
+        return CredentialsError{fmt::format(
+            "profile '{}' in {} takes its credentials from {}, which leaseproof does not support (supported: "
+            "aws_access_key_id and aws_secret_access_key in the profile, the environment, the container endpoint)",
+            choice.name, file->path, key)};
+      }
+    }
+  }
   return NotFound{fmt::format(
       "profile '{}' (no aws_access_key_id in {}; role_arn, sso_* and credential_process are not supported)",
       choice.name, files)};
@@ -565,10 +582,26 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
 
 using ResultHandler = std::function<void(CredentialsResult)>;
 
-// Runs the sources in order; `done` runs exactly once, never inline. Returns
-// the container fetch in flight (to cancel), or null when none was needed.
+// Credentials whose Expiration has passed would be refused by every request:
+// an error, so that a caller keeps what it had and retries with its backoff
+// (a refresh delay computed from a past Expiration would poll at once).
+CredentialsResult unexpired(CredentialsResult result, int64_t now_wall_ns) {
+  if (!result.ok() || !result.value().expiration_wall_ns || *result.value().expiration_wall_ns > now_wall_ns) {
+    return result;
+  }
+  return CredentialsError{fmt::format("{} handed out credentials that expired {} ago", result.value().description,
+                                      format_duration(Duration::from_ns(now_wall_ns -
+                                                                        *result.value().expiration_wall_ns)))};
+}
+
+// Runs the sources in order; `done` runs exactly once, never inline, and is
+// never given expired credentials. Returns the container fetch in flight (to
+// cancel), or null when none was needed.
 std::shared_ptr<ContainerFetch> run_chain(asio::io_context& io, const CredentialsChainOptions& options,
-                                          ResultHandler done) {
+                                          ResultHandler checked_done) {
+  ResultHandler done = [checked_done = std::move(checked_done), options](CredentialsResult result) {
+    checked_done(unexpired(std::move(result), wall_now(options)));
+  };
   const Environment env = environment_of(options);
   std::vector<std::string> tried;
   const auto post_result = [&io, &done](CredentialsResult result) {
@@ -855,6 +888,11 @@ class CredentialsChain::Impl : public std::enable_shared_from_this<Impl> {
     schedule_refresh(retry_delay());
   }
 
+  void on_refreshed(const CredentialsResult& result) {
+    on_result(result, /*first=*/false);
+    if (options_.on_refresh) options_.on_refresh(result);
+  }
+
   // Uniform in [d/2, d], d = retry_delay_initial doubled per failure in a row,
   // at most retry_delay_max.
   Duration retry_delay() {
@@ -872,7 +910,7 @@ class CredentialsChain::Impl : public std::enable_shared_from_this<Impl> {
       if (ec || self->stopped_) return;
       self->fetch_ = run_chain(self->io_, self->options_, [self](CredentialsResult result) {
         self->fetch_.reset();
-        if (!self->stopped_) self->on_result(result, /*first=*/false);
+        if (!self->stopped_) self->on_refreshed(result);
       });
     });
   }

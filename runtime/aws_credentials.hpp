@@ -43,6 +43,8 @@ using Environment = std::map<std::string, std::string, std::less<>>;
 // A copy of this process's environment (environ).
 Environment process_environment();
 
+class CredentialsResult;
+
 struct CredentialsChainOptions {
   // Where every AWS_* variable and HOME (for ~/.aws/...) are read; nullopt
   // reads the process environment each time the chain runs.
@@ -68,6 +70,9 @@ struct CredentialsChainOptions {
   Duration retry_delay_initial = Duration::from_s(1);
   Duration retry_delay_max = Duration::from_s(60);
   uint64_t jitter_seed = 0;  // 0: seeded from std::random_device
+  // Each refresh's outcome, on the io_context (the first resolution's goes to
+  // start()'s handler): a process logs failed refreshes with it.
+  std::function<void(const CredentialsResult&)> on_refresh;
 };
 
 enum class CredentialsOrigin { environment, profile, container };

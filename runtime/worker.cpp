@@ -181,6 +181,14 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     append_labelled_counter(out, "leaseproof_worker_closes_total", "Sessions closed, by reason.", "reason",
                             counters_.closes_by_reason);
     append_release_metrics(out);
+    if (options_.credentials_stats) {
+      const CredentialsChain::Stats refreshes = options_.credentials_stats();
+      append_labelled_counter(out, "leaseproof_worker_credentials_refreshes_total",
+                              "Refreshes of expiring credentials, by outcome (a failure keeps the old ones).",
+                              "outcome",
+                              std::map<std::string, uint64_t>{{"failed", refreshes.refreshes_failed},
+                                                              {"succeeded", refreshes.refreshes_succeeded}});
+    }
     append_labelled_counter(out, "leaseproof_worker_marks_total",
                             "The cores' coverage marks (takeovers, deadline stops, ...).", "name",
              counters_.marks);

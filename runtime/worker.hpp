@@ -33,6 +33,7 @@
 
 #include "core/lease/config.hpp"
 #include "core/resume/session.hpp"
+#include "runtime/aws_credentials.hpp"
 #include "runtime/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
@@ -40,6 +41,9 @@ namespace leaseproof::runtime {
 struct WorkerOptions {
   std::string worker_id;
   DynamoHttpClientOptions dynamo;  // endpoint; request_timeout is set from the lease config
+  // Set when credentials expire and a CredentialsChain refreshes them:
+  // /metrics then counts its refreshes by outcome.
+  std::function<CredentialsChain::Stats()> credentials_stats;
   std::size_t dynamo_connections = 4;  // keep-alive connections, requests spread over them
   lease::LeaseConfig lease;
   resume::SessionConfig session;  // put mode by default here: dynalite has no TransactWriteItems

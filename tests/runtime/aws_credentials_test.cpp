@@ -341,6 +341,29 @@ TEST(CredentialsProfile, AKeyIdWithoutItsSecretInAProfileIsAnError) {
 // ---------------------------------------------------------------------------
 // Region.
 
+// Editors on Windows start a file with a UTF-8 byte order mark; the first
+// section must still be found (it was lost: the line did not start with '[').
+TEST(CredentialsProfile, AByteOrderMarkBeforeTheFirstSectionIsSkipped) {
+  TempDir home;
+  home.write(".aws/credentials", "\xEF\xBB\xBF[default]\naws_access_key_id = AKIDBOM\naws_secret_access_key = s\n");
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}}));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDBOM");
+}
+
+// A profile named by AWS_PROFILE whose credentials come from a source
+// leaseproof lacks (assume-role here) is an error naming it: the chain went
+// on past it and the command signed with the local placeholder.
+TEST(CredentialsProfile, AProfileThatAssumesARoleIsAnErrorNamingRoleArn) {
+  TempDir home;
+  home.write(".aws/config", "[profile deploy]\nrole_arn = arn:aws:iam::123456789012:role/x\nsource_profile = base\n");
+  const auto result = resolve_credentials_blocking(with_env({{"HOME", home.path()}, {"AWS_PROFILE", "deploy"}}));
+  ASSERT_FALSE(result.ok()) << result.value().description;
+  EXPECT_TRUE(contains(result.error().detail, "profile 'deploy'")) << result.error().detail;
+  EXPECT_TRUE(contains(result.error().detail, "from role_arn, which leaseproof does not support"))
+      << result.error().detail;
+}
+
 TEST(CredentialsRegion, AwsRegionThenAwsDefaultRegionThenTheProfileThenUsEast1) {
   TempDir home;
   home.write(".aws/config", "[default]\nregion = eu-central-1\n[profile dev]\nregion = ap-south-1\n");
@@ -549,6 +572,43 @@ TEST(CredentialsRefresh, ASourceOutlivesItsChainWithTheLastValue) {
   EXPECT_EQ(source().access_key_id, "AKIDENV");
 }
 
+// Credentials past their Expiration are refused: AWS would refuse every
+// request signed with them. The old ones stay, and the next try waits for
+// the retry backoff (1 s here) instead of a refresh delay computed from a
+// past Expiration, which polled every refresh_delay_min (100 ms).
+TEST(CredentialsRefresh, ExpiredCredentialsAreAFailedRefreshRetriedWithBackoffAndReported) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDFIRST", std::string(first_expiration))),
+                     http_reply(200, credentials_json("AKIDSTALE", "2029-12-31T23:00:00Z"))});
+  auto options = refreshing_options(stub);
+  options.retry_delay_initial = 1_s;
+  options.retry_delay_max = 2_s;
+  std::vector<CredentialsResult> reported;
+  options.on_refresh = [&reported](const CredentialsResult& result) { reported.push_back(result); };
+  asio::io_context io;
+  CredentialsChain chain(io, options);
+  const CredentialsSource source = chain.source();
+  bool resolved = false;
+  chain.start([&resolved](const CredentialsResult&) { resolved = true; });
+  ASSERT_TRUE(run_until(io, [&] { return chain.stats().refreshes_failed >= 1; }));
+  io.run_for(std::chrono::milliseconds(400));  // well inside the first retry delay (0.5 s .. 1 s)
+  EXPECT_TRUE(resolved);
+  EXPECT_EQ(source().access_key_id, "AKIDFIRST");
+  EXPECT_EQ(stub.seen().size(), 2u);  // the first fetch and one refresh, no polling
+  EXPECT_EQ(chain.stats().refreshes_failed, 1u);
+  EXPECT_TRUE(contains(chain.stats().last_refresh_error, "handed out credentials that expired 59m59.6s ago"))
+      << chain.stats().last_refresh_error;
+  ASSERT_EQ(reported.size(), 1u);  // the process hears of the failure (the worker logs it)
+  EXPECT_FALSE(reported[0].ok());
+}
+
+TEST(CredentialsRefresh, ExpiredCredentialsAtTheFirstResolutionAreAnError) {
+  StubEndpoint stub({http_reply(200, credentials_json("AKIDSTALE", "2029-12-31T23:00:00Z"))});
+  const auto result = resolve_credentials_blocking(refreshing_options(stub));
+  ASSERT_FALSE(result.ok()) << result.value().credentials.access_key_id;
+  EXPECT_TRUE(contains(result.error().detail, "container http://127.0.0.1:")) << result.error().detail;
+  EXPECT_TRUE(contains(result.error().detail, "handed out credentials that expired")) << result.error().detail;
+}
+
 // ---------------------------------------------------------------------------
 // Precedence across the chain.
 
@@ -611,6 +671,44 @@ TEST(CredentialsTime, RefreshFiveMinutesBeforeOrAtHalfTheTimeLeft) {
   EXPECT_EQ(credentials_refresh_delay(at(6_min), now, options), 3_min);
   EXPECT_EQ(credentials_refresh_delay(at(100_ms), now, options), options.refresh_delay_min);
   EXPECT_EQ(credentials_refresh_delay(at(-1_min), now, options), options.refresh_delay_min);  // already expired
+}
+
+}  // namespace
+}  // namespace leaseproof::runtime
+
+namespace leaseproof::runtime {
+namespace {
+
+std::string endpoint_of(std::string_view service, std::string_view flag, std::string_view region,
+                        const Environment& environment) {
+  auto resolved = resolve_service_endpoint(service, flag, region, environment);
+  if (auto* error = std::get_if<std::string>(&resolved)) return "error: " + *error;
+  const auto& endpoint = std::get<ServiceEndpoint>(resolved);
+  return endpoint.url + " from " + endpoint.origin;
+}
+
+// The order AWS SDKs resolve an endpoint in: the explicit URL, the
+// service's variable, the global one, then the region's host.
+TEST(ServiceEndpoint, ExplicitThenServiceVariableThenGlobalVariableThenRegion) {
+  Environment environment{{"AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"},
+                          {"AWS_ENDPOINT_URL", "http://127.0.0.1:4566"}};
+  EXPECT_EQ(endpoint_of("dynamodb", "https://ddb.example", "eu-west-1", environment),
+            "https://ddb.example from --endpoint");
+  EXPECT_EQ(endpoint_of("dynamodb", "", "eu-west-1", environment),
+            "http://127.0.0.1:8000 from AWS_ENDPOINT_URL_DYNAMODB");
+  EXPECT_EQ(endpoint_of("sqs", "", "eu-west-1", environment), "http://127.0.0.1:4566 from AWS_ENDPOINT_URL");
+  EXPECT_EQ(endpoint_of("sqs", "", "eu-west-1", {}), "https://sqs.eu-west-1.amazonaws.com from region eu-west-1");
+  EXPECT_EQ(endpoint_of("dynamodb", "", "cn-north-1", {}),
+            "https://dynamodb.cn-north-1.amazonaws.com.cn from region cn-north-1");
+  // An empty variable counts as unset, as in the SDKs.
+  EXPECT_EQ(endpoint_of("sqs", "", "us-east-1", {{"AWS_ENDPOINT_URL_SQS", ""}}),
+            "https://sqs.us-east-1.amazonaws.com from region us-east-1");
+}
+
+TEST(ServiceEndpoint, ARegionThatCouldNotNameAHostIsAnError) {
+  for (const char* region : {"", "EU-WEST-1", "eu-west-1.evil.example", "-eu", "eu west"}) {
+    EXPECT_EQ(endpoint_of("dynamodb", "", region, {}).rfind("error: region '", 0), 0u) << region;
+  }
 }
 
 }  // namespace
