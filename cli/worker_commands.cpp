@@ -207,6 +207,37 @@ std::string call(runtime::BlockingDynamoHttpClient& client, const dynamo::Reques
   return fmt::format("{} ({})", type, result.response().body.dump());
 }
 
+// The registry's rows carry `expiresAt` (epoch seconds): DynamoDB's TTL
+// deletes them once past it (seed 003's cleanup of lost $disconnects). An
+// endpoint without UpdateTimeToLive (dynalite) is told, not fatal: the
+// registry's reads filter expired rows anyway, only the deletes are missing.
+int enable_registry_ttl(runtime::BlockingDynamoHttpClient& client, const std::string& table) {
+  const nlohmann::json request{{"TableName", table},
+                               {"TimeToLiveSpecification", {{"AttributeName", "expiresAt"}, {"Enabled", true}}}};
+  const runtime::DynamoHttpResult result = client.call("UpdateTimeToLive", request);
+  if (!result.ok()) {
+    fmt::print(stderr, "leaseproof control: UpdateTimeToLive {}: {}: {}\n", table,
+               runtime::to_string(result.error().kind), result.error().detail);
+    return kExitFailed;
+  }
+  const runtime::DynamoHttpResponse& response = result.response();
+  const std::string message = response.body.value("message", response.body.value("Message", std::string{}));
+  if (response.is_success() || (response.error_type() == "ValidationException" &&
+                                message.find("already enabled") != std::string::npos)) {
+    print_line(fmt::format("control: TTL on {}.expiresAt enabled", table));
+    return 0;
+  }
+  if (response.error_type() == "UnknownOperationException") {
+    print_line(fmt::format("control: TTL on {}.expiresAt not enabled: the endpoint has no UpdateTimeToLive "
+                           "(dynalite has none); expired rows stay until deleted, the registry's reads skip them",
+                           table));
+    return 0;
+  }
+  fmt::print(stderr, "leaseproof control: UpdateTimeToLive {}: {} ({})\n", table, response.error_type(),
+             response.body.dump());
+  return kExitFailed;
+}
+
 // `control owners`: every lease item, read with a consistent Scan, page by
 // page (a Scan's answer has a Query's shape: Items, Count, LastEvaluatedKey).
 int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::LeaseConfig& config, bool json) {
@@ -499,7 +530,7 @@ int control_command(const ControlCommands& commands, const ControlArgs& args) {
       }
     }
     print_line(fmt::format("control: tables {} are active", fmt::join(tables, ", ")));
-    return 0;
+    return args.registry_table.empty() ? 0 : enable_registry_ttl(client, args.registry_table);
   }
   const std::vector<std::string> connections = parse_connections(args.connections);
   const bool start = commands.start->parsed();
