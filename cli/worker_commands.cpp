@@ -319,7 +319,7 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
       "worker", "Run a worker: hold leases in a DynamoDB endpoint, stream from the hub, record each message once");
   add_endpoint_flags(worker, args.endpoint);
   worker->add_option("--worker-id", args.worker_id, "This worker's id (unique in the fleet)")->required();
-  worker->add_option("--hub", args.hub, "Stream from this hub (ws://HOST:PORT/) instead of each lease item's ws_url");
+  worker->add_option("--hub", args.hub, "Stream from this hub (ws:// or wss://HOST[:PORT]/) instead of each lease item's ws_url");
   worker->add_option("--lease", args.lease, "Lease duration")->capture_default_str();
   worker->add_option("--heartbeat", args.heartbeat, "Renew interval")->capture_default_str();
   worker->add_option("--margin", args.margin, "Safety margin (wall mode tolerates 2 x margin of skew)")
@@ -495,7 +495,7 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   }
   commands.start->add_option("--url", args.url, "The upstream each connection streams from")
       ->required()
-      ->type_name("ws://HOST:PORT/");
+      ->type_name("ws[s]://HOST[:PORT]/");
   return commands;
 }
 

@@ -95,30 +95,4 @@ std::string describe_tls_failure(boost::system::error_code error, void* native_s
   return error.message();
 }
 
-std::variant<TlsContextPtr, std::string> make_tls_server_context(const std::string& certificate_file,
-                                                                  const std::string& key_file) {
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
-  try {
-    context->set_options(kProtocolOptions | ssl::context::single_dh_use);
-    SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
-  } catch (const boost::system::system_error& error) {
-    return fmt::format("TLS server context: {}", error.code().message());
-  }
-  try {
-    context->use_certificate_chain_file(certificate_file);
-  } catch (const boost::system::system_error& error) {
-    return fmt::format("--tls-cert '{}': {} (expected a PEM certificate chain)", certificate_file,
-                       error.code().message());
-  }
-  try {
-    context->use_private_key_file(key_file, ssl::context::pem);
-  } catch (const boost::system::system_error& error) {
-    return fmt::format("--tls-key '{}': {} (expected a PEM private key)", key_file, error.code().message());
-  }
-  if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
-    return fmt::format("--tls-key '{}' does not belong to --tls-cert '{}'", key_file, certificate_file);
-  }
-  return context;
-}
-
 }  // namespace leaseproof::runtime

@@ -45,9 +45,4 @@ bool prepare_tls_connection(void* native_ssl, const std::string& host, std::stri
 // answered in plain text (an http server on an https URL).
 std::string describe_tls_failure(boost::system::error_code error, void* native_ssl);
 
-// A server context from PEM files (the hub's --tls-cert and --tls-key), or a
-// message naming the file that could not be used.
-std::variant<TlsContextPtr, std::string> make_tls_server_context(const std::string& certificate_file,
-                                                                  const std::string& key_file);
-
 }  // namespace leaseproof::runtime

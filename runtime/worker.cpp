@@ -656,8 +656,14 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         handlers.on_closed = [weak = weak_from_this(), connection, generation](uint16_t code) {
           if (auto self = weak.lock()) self->on_stream_closed(connection, generation, code);
         };
+        // Why the upstream could not be reached (refused, a certificate the
+        // worker does not trust): one line per attempt, as the session's
+        // reconnect backoff paces them.
+        handlers.on_failed = [weak = weak_from_this(), connection](std::string_view why) {
+          if (auto self = weak.lock()) self->event("stream.connect_error", {{"connection", connection}, {"error", why}});
+        };
         stream.link = std::make_unique<WsLink>(io_, std::get<WsUrl>(url), encode_subscribe(connect->subscribe),
-                                               Duration::from_s(5), std::move(handlers));
+                                               Duration::from_s(5), std::move(handlers), options_.dynamo.tls_context);
       } else if (auto* pong = std::get_if<resume::SendPong>(&action)) {
         if (stream.link) stream.link->send(encode_pong(pong->pong));
       } else if (std::holds_alternative<resume::CloseConnection>(action)) {

@@ -40,14 +40,16 @@ namespace leaseproof::runtime {
 
 struct WorkerOptions {
   std::string worker_id;
-  DynamoHttpClientOptions dynamo;  // endpoint; request_timeout is set from the lease config
+  // endpoint; request_timeout is set from the lease config; its tls_context
+  // also verifies wss:// upstreams.
+  DynamoHttpClientOptions dynamo;
   // Set when credentials expire and a CredentialsChain refreshes them:
   // /metrics then counts its refreshes by outcome.
   std::function<CredentialsChain::Stats()> credentials_stats;
   std::size_t dynamo_connections = 4;  // keep-alive connections, requests spread over them
   lease::LeaseConfig lease;
   resume::SessionConfig session;  // put mode by default here: dynalite has no TransactWriteItems
-  // Not empty: every session's stream goes to this hub (ws://HOST:PORT/)
+  // Not empty: every session's stream goes to this hub (ws[s]://HOST[:PORT]/)
   // instead of the lease item's ws_url.
   std::string hub_override;
   uint64_t seed = 0;  // jitter of renews, reconnects and retries; 0 draws one from the OS

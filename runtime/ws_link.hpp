@@ -1,8 +1,9 @@
 #pragma once
 // One outbound WebSocket connection of a resume client (a worker's stream):
-// connect, send the subscribe, then text frames both ways until it closes.
-// Single-threaded on the caller's io_context. The handlers run on it, never
-// inline from a call; none runs after drop() or close().
+// resolve, connect, TLS for wss:// (runtime/tls.hpp: the host name checked
+// against the certificate), send the subscribe, then text frames both ways
+// until it closes. Single-threaded on the caller's io_context. The handlers
+// run on it, never inline from a call; none runs after drop() or close().
 
 #include <cstdint>
 #include <functional>
@@ -14,13 +15,15 @@
 #include <boost/asio/io_context.hpp>
 
 #include "base/time.hpp"
+#include "runtime/tls.hpp"
 
 namespace leaseproof::runtime {
 
-// "ws://HOST:PORT/PATH?QUERY" with an IP address (or localhost) and a port;
-// an error names what is wrong.
+// "ws://HOST[:PORT]/PATH?QUERY" or "wss://...": HOST a name or an address,
+// PORT 80 (ws) or 443 (wss) when absent; an error names what is wrong.
 struct WsUrl {
-  std::string host;
+  bool tls = false;  // wss://
+  std::string host;  // as written, IPv6 without brackets; "localhost" kept (the certificate names it)
   uint16_t port = 0;
   std::string path = "/";
   std::string query;  // encoded, without '?'; may be empty
@@ -38,9 +41,15 @@ class WsLink {
     // The connection ended: the peer's close code, or 1006 when it dropped or
     // never opened. Called once.
     std::function<void(uint16_t)> on_closed;
+    // Optional: why a connection never opened (resolve, connect, TLS or
+    // WebSocket handshake), just before on_closed(1006).
+    std::function<void(std::string_view)> on_failed;
   };
-  // Starts connecting; `first` is sent as soon as the handshake is done.
-  WsLink(boost::asio::io_context& io, const WsUrl& url, std::string first, Duration connect_timeout, Handlers handlers);
+  // Starts connecting; `first` is sent as soon as the handshake is done. A
+  // wss:// URL needs `tls` (make_tls_client_context); null: one trusting the
+  // system store.
+  WsLink(boost::asio::io_context& io, const WsUrl& url, std::string first, Duration connect_timeout, Handlers handlers,
+         TlsContextPtr tls = nullptr);
   ~WsLink();  // drops the connection
   WsLink(const WsLink&) = delete;
   WsLink& operator=(const WsLink&) = delete;
@@ -51,7 +60,9 @@ class WsLink {
   bool open() const;
 
  private:
-  class Impl;
+  class Impl;  // plain or TLS, behind one interface
+  template <typename NextLayer>
+  class LinkImpl;
   std::shared_ptr<Impl> impl_;
 };
 

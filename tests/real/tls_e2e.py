@@ -6,7 +6,11 @@ certificates come from a CA this test makes (tests/real/make_test_pki.sh).
 Passes when
   - control reaches the endpoint trusting the test CA by --ca-file and by
     AWS_CA_BUNDLE, and fails without it (the system store does not know it);
-  - a worker holds leases and records published messages over https;
+  - a worker holds leases over https and records published messages it
+    streams over wss:// (the hub behind a second TLS proxy, as behind a load
+    balancer that terminates TLS);
+  - a worker whose hub presents a certificate for another host logs
+    stream.connect_error naming the mismatch, and records nothing from it;
   - a certificate for another host, an expired one, one from an untrusted CA
     and a plain-http server behind an https:// URL each fail with exit 1 and
     a message naming the endpoint and the reason, within seconds;
@@ -169,8 +173,13 @@ def run(binary, workdir):
         hub_port_file = os.path.join(workdir, "hub.port")
         processes.start("hub", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file])
         hub_port = int(wait_file(hub_port_file, 10))
+        hub_ports_path = os.path.join(workdir, "hub-proxy.ports")
+        processes.start("hub-tls-proxy", ["/usr/bin/python3", os.path.join(HERE, "tls_proxy.py"), "--target",
+                                          f"127.0.0.1:{hub_port}", "--port-file", hub_ports_path] +
+                        [f"{name}={pki}/{name}.pem,{pki}/{name}.key" for name in ("good", "wrong-host")])
+        hub_tls = json.loads(wait_file(hub_ports_path, 10))
         status, output, _ = control(binary, ["start", "--endpoint", url["good"], "--ca-file", ca, "--connections",
-                                             "c0..c3", "--url", f"ws://127.0.0.1:{hub_port}/"])
+                                             "c0..c3", "--url", f"wss://localhost:{hub_tls['good']}/"])
         if status != 0:
             fail(f"control start over https: exit {status}: {output}")
         worker_port_file = os.path.join(workdir, "worker.port")
@@ -199,10 +208,26 @@ def run(binary, workdir):
             if time.monotonic() > deadline:
                 fail(f"over https within 15 s: {records} of 20 records, {renews} of 4 renews: {tail(worker)}")
             time.sleep(0.1)
-        print(f"PASS worker over https: 4 leases held, {values['leaseproof_worker_records_total']} records, "
+        print(f"PASS worker over https and wss: 4 leases held, {values['leaseproof_worker_records_total']} records, "
               f"{renews} renews, {values.get('leaseproof_worker_dynamo_ambiguous_total', '0')} requests without an answer")
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(15)
+
+        # The hub behind a certificate for another host: the stream never opens, and the log says why.
+        wrong_hub = processes.start("worker-wrong-hub", [binary, "worker", "--worker-id", "w-wrong-hub", "--endpoint",
+                                                         url["good"], "--ca-file", ca, "--hub",
+                                                         f"wss://localhost:{hub_tls['wrong-host']}/"] + flags)
+        deadline = time.monotonic() + 20
+        while not [e for e in events(wrong_hub) if e.get("event") == "stream.connect_error"]:
+            if time.monotonic() > deadline or wrong_hub.poll() is not None:
+                fail(f"no stream.connect_error from a hub with another host's certificate: {tail(wrong_hub)}")
+            time.sleep(0.1)
+        error = [e for e in events(wrong_hub) if e.get("event") == "stream.connect_error"][0]["error"]
+        if f"TLS with wss://localhost:{hub_tls['wrong-host']}: certificate rejected: hostname mismatch" not in error:
+            fail(f"stream.connect_error does not name the endpoint and the mismatch: {error}")
+        print(f"PASS wss to a hub with another host's certificate: {error}")
+        os.killpg(wrong_hub.pid, signal.SIGTERM)
+        wrong_hub.wait(15)
 
         # A worker against the expired certificate: it says why, and does not storm.
         before = json.load(open(counts_path))["expired"]["accepted"]

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "runtime/resume_wire.hpp"
+#include "runtime/ws_link.hpp"
 
 namespace leaseproof::runtime {
 namespace {
@@ -117,6 +118,32 @@ RC_GTEST_PROP(ResumeWire, AnyUtf8PayloadRoundTrips, (const std::string& ascii, u
   RC_ASSERT(wire.payload == payload);
   RC_ASSERT(std::get<resume::Data>(wire.frame).message.seq == message.seq);
   RC_ASSERT(std::get<resume::Data>(wire.frame).message.epoch == epoch);
+}
+
+// A worker dials the URL a lease item names: ws:// or wss://, a host name or
+// an address, the scheme's port when none is given.
+TEST(WsUrl, SchemesHostsAndDefaultPorts) {
+  const auto parse = [](std::string_view text) { return std::get<WsUrl>(parse_ws_url(text)); };
+  const WsUrl plain = parse("ws://127.0.0.1:8080/stream?x=1");
+  EXPECT_FALSE(plain.tls);
+  EXPECT_EQ(plain.host, "127.0.0.1");
+  EXPECT_EQ(plain.port, 8080);
+  EXPECT_EQ(plain.target(), "/stream?x=1");
+  const WsUrl secure = parse("wss://hub.example.com/feed");
+  EXPECT_TRUE(secure.tls);
+  EXPECT_EQ(secure.host, "hub.example.com");
+  EXPECT_EQ(secure.port, 443);
+  EXPECT_EQ(secure.target(), "/feed");
+  EXPECT_EQ(parse("ws://localhost").port, 80);
+  EXPECT_EQ(parse("ws://localhost").host, "localhost");  // kept: a certificate names it
+  EXPECT_EQ(parse("wss://[::1]:9443/").host, "::1");
+  for (const char* bad : {"http://127.0.0.1:80/", "ws://:80/", "ws://127.0.0.1:0/", "ws://user@127.0.0.1/", "wss//x",
+                          ""}) {
+    const auto parsed = parse_ws_url(bad);
+    ASSERT_TRUE(std::holds_alternative<std::string>(parsed)) << bad;
+    EXPECT_NE(std::get<std::string>(parsed).find("is not ws://HOST[:PORT]/PATH or wss://"), std::string::npos)
+        << std::get<std::string>(parsed);
+  }
 }
 
 }  // namespace
