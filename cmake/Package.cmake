@@ -1,0 +1,30 @@
+# The Debian package: the `leaseproof` command and the installed core
+# (cmake/Install.cmake), built from a configured tree with
+#
+#   cpack -G DEB --config build/release/CPackConfig.cmake -B OUTDIR
+#
+# Its Depends come from the binary's shared libraries (dpkg-shlibdeps: Boost,
+# fmt, hiredis, OpenSSL, libstdc++). A project that builds against the
+# installed core also needs the headers' dependencies, suggested below.
+# deploy/Dockerfile installs this package; tests/package/deb_test.sh builds,
+# extracts and runs it.
+include(GNUInstallDirs)
+install(TARGETS leaseproof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+set(CPACK_PACKAGE_NAME leaseproof)
+set(CPACK_PACKAGE_VENDOR "leaseproof")
+set(CPACK_PACKAGE_CONTACT "leaseproof maintainers <leaseproof@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "DynamoDB-leased WebSocket workers, and a deterministic simulator that checks them")
+set(CPACK_PACKAGE_DESCRIPTION
+    "The leaseproof command (workers holding connections through DynamoDB conditional-write leases, \
+the upstream hub, the simulator and its checkers) and the production core as a static library \
+with headers and a CMake package (find_package(leaseproof)).")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # leaseproof_VERSION_ARCH.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION net)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfmt-dev, nlohmann-json3-dev, cmake")
+set(CPACK_STRIP_FILES ON)
+include(CPack)

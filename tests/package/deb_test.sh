@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tests/package/deb_test.sh BUILD_DIR: builds the Debian package from a
+# configured Release tree (cpack -G DEB, cmake/Package.cmake), then checks it
+# as a machine that installs it would see it:
+#   - its Depends name the shared libraries the binary links (OpenSSL, fmt,
+#     Boost.URL, hiredis), each a package this Debian can install;
+#   - extracted, the binary finds every library (ldd) and runs: a simulation
+#     from the package gives the build tree's trace hash (same code, stripped);
+#   - the core's library, headers and CMake package are in it.
+set -euo pipefail
+build=$(cd "${1:?usage: deb_test.sh BUILD_DIR}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 || {
+  cat "$work/cpack.log" >&2
+  exit 1
+}
+deb=$(find "$work/out" -maxdepth 1 -name 'leaseproof_*.deb' | head -n 1)
+[[ -n $deb ]] || { echo "deb_test: cpack wrote no leaseproof_*.deb" >&2; exit 1; }
+echo "package: $(basename "$deb"), $(stat -c %s "$deb") bytes"
+
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+names=" $(tr ',' '\n' <<<"$depends" | sed -E 's/^ *([^ ]+).*/\1/' | tr '\n' ' ')"
+for needed in libssl3 libfmt9 libboost-url1.81.0 libhiredis0.14 libstdc++6; do
+  [[ $names == *" $needed "* ]] || { echo "deb_test: Depends lacks $needed" >&2; exit 1; }
+done
+# What `apt-get install ./leaseproof_*.deb` (deploy/Dockerfile) would fetch:
+# every dependency must be a package this Debian knows.
+while read -r name; do
+  candidate=$(apt-cache policy "$name" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+  if [[ -z $candidate || $candidate == "(none)" ]]; then
+    echo "deb_test: dependency $name has no installable version here (apt-cache policy)" >&2
+    exit 1
+  fi
+done < <(tr ' ' '\n' <<<"$names" | sed '/^$/d')
+
+dpkg-deb -x "$deb" "$work/root"
+binary=$work/root/usr/bin/leaseproof
+[[ -x $binary ]] || { echo "deb_test: no usr/bin/leaseproof in the package" >&2; exit 1; }
+if ldd "$binary" | grep -q 'not found'; then
+  ldd "$binary" >&2
+  echo "deb_test: the packaged binary misses a library" >&2
+  exit 1
+fi
+for file in usr/lib/libleaseproof_lease.a usr/include/leaseproof/core/lease/manager.hpp \
+            usr/lib/cmake/leaseproof/leaseproofConfig.cmake; do
+  [[ -e $work/root/$file ]] || { echo "deb_test: $file is not in the package" >&2; exit 1; }
+done
+
+packaged=$("$binary" run --seed 7 --duration 2m | sed -n 's/^trace hash: //p')
+built=$("$build/cli/leaseproof" run --seed 7 --duration 2m | sed -n 's/^trace hash: //p')
+if [[ -z $packaged || $packaged != "$built" ]]; then
+  echo "deb_test: the packaged binary's trace hash '$packaged' differs from the build's '$built'" >&2
+  exit 1
+fi
+echo "deb_test: extracted and ran: seed 7 trace hash $packaged, as the build tree's"
