@@ -64,6 +64,20 @@ bool is_aws_host(std::string_view url) {
   return host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn");
 }
 
+// The verifying TLS context every https:// client of the process shares: the
+// CAs of --ca-file, else of AWS_CA_BUNDLE, else the system's store.
+runtime::TlsContextPtr tls_context(const EndpointArgs& args) {
+  const runtime::Environment environment = runtime::process_environment();
+  const auto bundle = environment.find("AWS_CA_BUNDLE");
+  const std::string ca_file =
+      runtime::resolve_ca_file(args.ca_file, bundle == environment.end() ? std::string_view{} : bundle->second);
+  auto made = runtime::make_tls_client_context({.ca_file = ca_file});
+  if (auto* error = std::get_if<std::string>(&made)) {
+    throw UsageError{fmt::format("{}: {}", args.ca_file.empty() ? "AWS_CA_BUNDLE" : "--ca-file", *error)};
+  }
+  return std::get<runtime::TlsContextPtr>(made);
+}
+
 // Credentials and region found as AWS SDKs find them (environment, profile
 // files, the ECS container endpoint: docs/credentials.md). None found at all:
 // the local placeholder, which dynalite and fauxqs accept (they check the
@@ -74,6 +88,7 @@ runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, const
                                                  std::string_view endpoint_url) {
   runtime::CredentialsChainOptions chain;
   chain.profile = args.profile;
+  chain.tls_context = tls_context(args);  // STS, for web identity
   const runtime::CredentialsResult found = runtime::resolve_credentials_blocking(chain);
   if (found.ok()) {
     fmt::print(stderr, "leaseproof: credentials from {}, region {}\n", found.value().description, region);
@@ -110,20 +125,6 @@ std::string service_endpoint(std::string_view service, std::string_view flag_nam
   }
   fmt::print(stderr, "leaseproof: {} endpoint {} (from {})\n", service, endpoint.url, origin);
   return endpoint.url;
-}
-
-// The verifying TLS context every https:// client of the process shares: the
-// CAs of --ca-file, else of AWS_CA_BUNDLE, else the system's store.
-runtime::TlsContextPtr tls_context(const EndpointArgs& args) {
-  const runtime::Environment environment = runtime::process_environment();
-  const auto bundle = environment.find("AWS_CA_BUNDLE");
-  const std::string ca_file =
-      runtime::resolve_ca_file(args.ca_file, bundle == environment.end() ? std::string_view{} : bundle->second);
-  auto made = runtime::make_tls_client_context({.ca_file = ca_file});
-  if (auto* error = std::get_if<std::string>(&made)) {
-    throw UsageError{fmt::format("{}: {}", args.ca_file.empty() ? "AWS_CA_BUNDLE" : "--ca-file", *error)};
-  }
-  return std::get<runtime::TlsContextPtr>(made);
 }
 
 runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args,
@@ -393,6 +394,7 @@ int worker_command(const WorkerArgs& args) {
   if (credentials.expiration_wall_ns) {
     runtime::CredentialsChainOptions chain_options;
     chain_options.profile = args.endpoint.profile;
+    chain_options.tls_context = options.dynamo.tls_context;
     // Every failed refresh is a log line (the old credentials stay in use
     // until they expire), and so is the success that ends a run of failures.
     chain_options.on_refresh = [worker_id = args.worker_id, failing = false](

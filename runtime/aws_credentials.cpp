@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <initializer_list>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +17,8 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -322,41 +326,49 @@ SourceOutcome from_profile(const Environment& env, const CredentialsChainOptions
 }
 
 // ---------------------------------------------------------------------------
-// The container source's request.
+// One HTTP request of a source (container, instance metadata, STS).
 
-struct ContainerRequest {
+struct HttpRequest {
   std::string url;        // for messages
   std::string host;       // for the resolver, IPv6 without brackets
   std::string port;
   std::string authority;  // the Host header
   std::string target;     // path and query
+  bool tls = false;       // https://
+  http::verb method = http::verb::get;
+  std::vector<std::pair<std::string, std::string>> headers;  // beyond Host, Accept, User-Agent
+  std::string body;       // sent with `content_type` when not empty
+  std::string content_type;
   std::string authorization;  // empty: no Authorization header
   // AWS_CONTAINER_CREDENTIALS_FULL_URI may name any host: every address it
   // resolves to must be loopback or an ECS/EKS credentials address.
   bool check_addresses = false;
 };
+using ContainerRequest = HttpRequest;
 
-// Returns the request, or an error message.
-std::variant<ContainerRequest, std::string> parse_http_url(const std::string& url) {
+// Returns the request, or an error message. https:// only when `https_allowed`.
+std::variant<HttpRequest, std::string> parse_http_url(const std::string& url, bool https_allowed = false) {
   const auto parsed = boost::urls::parse_uri(url);
   if (!parsed) return fmt::format("'{}' is not a URL: {}", url, parsed.error().message());
   const auto& view = *parsed;
-  if (view.scheme_id() == boost::urls::scheme::https) {
-    return fmt::format("'{}': https is not supported (this client speaks plain http only)", url);
+  const bool tls = view.scheme_id() == boost::urls::scheme::https;
+  if (tls && !https_allowed) {
+    return fmt::format("'{}': https is not supported here (plain http to the addresses AWS serves it on)", url);
   }
-  if (view.scheme_id() != boost::urls::scheme::http) return fmt::format("'{}': expected an http:// URL", url);
+  if (view.scheme_id() != boost::urls::scheme::http && !tls) {
+    return fmt::format("'{}': expected an http{}:// URL", url, https_allowed ? "[s]" : "");
+  }
   if (view.host_address().empty() || view.has_userinfo()) return fmt::format("'{}': expected http://host[:port]/path", url);
   std::string target = view.encoded_path().empty() ? std::string("/") : std::string(view.encoded_path());
   if (view.has_query()) target += "?" + std::string(view.encoded_query());
-  return ContainerRequest{
-      .url = url,
-      .host = std::string(view.host_address()),
-      .port = view.has_port() ? std::string(view.port()) : std::string("80"),
-      .authority = std::string(view.encoded_authority()),
-      .target = std::move(target),
-      .authorization = {},
-      .check_addresses = false,
-  };
+  HttpRequest request;
+  request.url = url;
+  request.host = std::string(view.host_address());
+  request.port = view.has_port() ? std::string(view.port()) : std::string(tls ? "443" : "80");
+  request.authority = std::string(view.encoded_authority());
+  request.target = std::move(target);
+  request.tls = tls;
+  return request;
 }
 
 // The token file wins over the token variable (EKS Pod Identity sets the file,
@@ -422,11 +434,12 @@ bool is_allowed_container_address(const asio::ip::address& address) {
 }
 
 // ---------------------------------------------------------------------------
-// The container source's answer.
+// The container endpoint's answer, and instance metadata's (the same fields).
 
-SourceOutcome parse_container_answer(const ContainerRequest& request, int http_status, const std::string& body) {
-  const auto error = [&request](std::string what) {
-    return CredentialsError{fmt::format("container credentials from {}: {}", request.url, what)};
+SourceOutcome parse_credentials_json(std::string_view what, const std::string& url, CredentialsOrigin origin,
+                                     int http_status, const std::string& body) {
+  const auto error = [&what, &url](std::string problem) {
+    return CredentialsError{fmt::format("{} from {}: {}", what, url, problem)};
   };
   if (http_status != 200) return error(fmt::format("HTTP {}: {}", http_status, excerpt(body)));
   bool too_deep = false;
@@ -458,27 +471,50 @@ SourceOutcome parse_container_answer(const ContainerRequest& request, int http_s
       .credentials = {.access_key_id = fields["AccessKeyId"],
                       .secret_access_key = fields["SecretAccessKey"],
                       .session_token = fields["Token"]},
-      .origin = CredentialsOrigin::container,
-      .description = "container " + request.url,
+      .origin = origin,
+      .description = fmt::format("{} {}", origin == CredentialsOrigin::container ? "container" : "instance metadata",
+                                 url),
       .expiration_wall_ns = *expiration,
   };
 }
 
+SourceOutcome parse_container_answer(const HttpRequest& request, int http_status, const std::string& body) {
+  return parse_credentials_json("container credentials", request.url, CredentialsOrigin::container, http_status, body);
+}
+
 // ---------------------------------------------------------------------------
-// One GET to the container endpoint. The handler runs exactly once, from a
-// completion handler (never inline from start), unless cancel() comes first.
+// One HTTP exchange, plain or TLS, bounded in time and size. The handler runs
+// exactly once, from a completion handler (never inline from start), unless
+// cancel() comes first. Failures are messages; the caller says whose.
 
-class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
+struct HttpAnswer {
+  int status = 0;
+  std::string body;
+};
+using HttpOutcome = std::variant<HttpAnswer, std::string>;
+
+class HttpFetch : public std::enable_shared_from_this<HttpFetch> {
  public:
-  using Handler = std::function<void(SourceOutcome)>;
+  using Handler = std::function<void(HttpOutcome)>;
 
-  ContainerFetch(asio::io_context& io, ContainerRequest request, const CredentialsChainOptions& options,
-                 Handler handler)
-      : resolver_(io), socket_(io), timer_(io), request_(std::move(request)),
-        timeout_(options.container_timeout), response_bytes_max_(options.container_response_bytes_max),
-        handler_(std::move(handler)) {}
+  HttpFetch(asio::io_context& io, HttpRequest request, Duration timeout, std::size_t response_bytes_max,
+            const TlsContextPtr& tls, Handler handler)
+      : resolver_(io), plain_(io), timer_(io), request_(std::move(request)), timeout_(timeout),
+        response_bytes_max_(response_bytes_max), handler_(std::move(handler)) {
+    if (request_.tls) {
+      if (tls) {
+        tls_.emplace(io, *tls);
+      } else if (auto made = make_tls_client_context({}); std::holds_alternative<TlsContextPtr>(made)) {
+        tls_.emplace(io, *std::get<TlsContextPtr>(made));
+      }
+    }
+  }
 
   void start() {
+    if (request_.tls && !tls_) {
+      asio::post(resolver_.get_executor(), [self = shared_from_this()] { self->fail("no TLS context (the system's store)"); });
+      return;
+    }
     timer_.expires_after(to_chrono(timeout_));
     timer_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec) self->fail(fmt::format("no answer within {}", self->timeout_));
@@ -492,10 +528,12 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
   // The handler will not run.
   void cancel() {
     handler_ = nullptr;
-    finish(CredentialsError{"cancelled"});
+    fail("cancelled");
   }
 
  private:
+  tcp::socket& socket() { return tls_ ? tls_->next_layer() : plain_; }
+
   void on_resolved(error_code ec, const tcp::resolver::results_type& results) {
     if (done_) return;
     if (ec) return fail(fmt::format("cannot resolve '{}': {}", request_.host, ec.message()));
@@ -509,7 +547,7 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
         }
       }
     }
-    asio::async_connect(socket_, results, [self = shared_from_this()](error_code connect_ec, const tcp::endpoint&) {
+    asio::async_connect(socket(), results, [self = shared_from_this()](error_code connect_ec, const tcp::endpoint&) {
       self->on_connected(connect_ec);
     });
   }
@@ -517,16 +555,44 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
   void on_connected(error_code ec) {
     if (done_) return;
     if (ec) return fail("cannot connect: " + ec.message());
-    http_request_.method(http::verb::get);
+    if (!tls_) return send();
+    std::string problem;
+    if (!prepare_tls_connection(tls_->native_handle(), request_.host, problem)) return fail(problem);
+    tls_->async_handshake(asio::ssl::stream_base::client, [self = shared_from_this()](error_code handshake_ec) {
+      if (self->done_) return;
+      if (handshake_ec) {
+        return self->fail("TLS: " + describe_tls_failure(handshake_ec, self->tls_->native_handle()));
+      }
+      self->send();
+    });
+  }
+
+  template <typename Operation>
+  void with_stream(Operation&& operation) {
+    if (tls_) {
+      operation(*tls_);
+    } else {
+      operation(plain_);
+    }
+  }
+
+  void send() {
+    http_request_.method(request_.method);
     http_request_.target(request_.target);
     http_request_.version(11);
     http_request_.set(http::field::host, request_.authority);
     http_request_.set(http::field::accept, "application/json");
     http_request_.set(http::field::user_agent, "leaseproof");
     if (!request_.authorization.empty()) http_request_.set(http::field::authorization, request_.authorization);
+    for (const auto& [name, value] : request_.headers) http_request_.set(name, value);
+    if (!request_.body.empty()) http_request_.set(http::field::content_type, request_.content_type);
+    http_request_.body() = request_.body;
     http_request_.keep_alive(false);
-    http::async_write(socket_, http_request_, [self = shared_from_this()](error_code write_ec, std::size_t) {
-      self->on_written(write_ec);
+    http_request_.prepare_payload();
+    with_stream([this](auto& stream) {
+      http::async_write(stream, http_request_, [self = shared_from_this()](error_code write_ec, std::size_t) {
+        self->on_written(write_ec);
+      });
     });
   }
 
@@ -535,8 +601,10 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
     if (ec) return fail("cannot send the request: " + ec.message());
     parser_.header_limit(static_cast<std::uint32_t>(response_header_bytes_max));
     parser_.body_limit(response_bytes_max_);
-    http::async_read(socket_, buffer_, parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
-      self->on_read(read_ec);
+    with_stream([this](auto& stream) {
+      http::async_read(stream, buffer_, parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
+        self->on_read(read_ec);
+      });
     });
   }
 
@@ -545,36 +613,344 @@ class ContainerFetch : public std::enable_shared_from_this<ContainerFetch> {
     if (ec == http::error::body_limit) {
       return fail(fmt::format("answer larger than {} bytes", response_bytes_max_));
     }
-    if (ec) return fail("no complete HTTP answer: " + ec.message());
+    // A TLS server may close without close_notify after a Connection: close answer.
+    if (ec && !(ec == asio::ssl::error::stream_truncated && parser_.is_done())) {
+      return fail("no complete HTTP answer: " + ec.message());
+    }
     const auto& message = parser_.get();
-    finish(parse_container_answer(request_, static_cast<int>(message.result_int()), message.body()));
+    finish(HttpAnswer{static_cast<int>(message.result_int()), message.body()});
   }
 
-  void fail(std::string what) {
-    finish(CredentialsError{fmt::format("container credentials from {}: {}", request_.url, what)});
-  }
+  void fail(std::string what) { finish(std::move(what)); }
 
-  void finish(SourceOutcome outcome) {
+  void finish(HttpOutcome outcome) {
     if (done_) return;
     done_ = true;
     error_code ignored;
     timer_.cancel();
     resolver_.cancel();
-    socket_.close(ignored);
+    socket().close(ignored);
     if (handler_) std::exchange(handler_, nullptr)(std::move(outcome));
   }
 
   tcp::resolver resolver_;
-  tcp::socket socket_;
+  tcp::socket plain_;
+  std::optional<asio::ssl::stream<tcp::socket>> tls_;
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
-  http::request<http::empty_body> http_request_;
+  http::request<http::string_body> http_request_;
   http::response_parser<http::string_body> parser_;
-  ContainerRequest request_;
+  HttpRequest request_;
   Duration timeout_;
   std::size_t response_bytes_max_;
   Handler handler_;
   bool done_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// The sources that ask a server. Each runs one or more HttpFetch in turn and
+// ends in a SourceOutcome; cancel() stops it without its handler running.
+
+class SourceFetch {
+ public:
+  using Handler = std::function<void(SourceOutcome)>;
+  virtual ~SourceFetch() = default;
+  virtual void start() = 0;
+  virtual void cancel() = 0;
+};
+
+class SourceFetchBase : public SourceFetch {
+ public:
+  SourceFetchBase(asio::io_context& io, const CredentialsChainOptions& options, Handler handler)
+      : io_(io), tls_(options.tls_context), response_bytes_max_(options.container_response_bytes_max),
+        handler_(std::move(handler)) {}
+
+  void cancel() override {
+    handler_ = nullptr;
+    if (step_) std::exchange(step_, nullptr)->cancel();
+  }
+
+ protected:
+  template <typename Next>
+  void fetch(HttpRequest request, Duration timeout, Next next) {
+    step_ = std::make_shared<HttpFetch>(io_, std::move(request), timeout, response_bytes_max_, tls_,
+                                        [this, next = std::move(next)](HttpOutcome outcome) { next(std::move(outcome)); });
+    step_->start();
+  }
+
+  void finish(SourceOutcome outcome) {
+    step_.reset();
+    if (handler_) std::exchange(handler_, nullptr)(std::move(outcome));
+  }
+
+ private:
+  asio::io_context& io_;
+  TlsContextPtr tls_;
+  std::size_t response_bytes_max_;
+  Handler handler_;
+  std::shared_ptr<HttpFetch> step_;
+};
+
+class ContainerSource final : public SourceFetchBase {
+ public:
+  ContainerSource(asio::io_context& io, HttpRequest request, const CredentialsChainOptions& options, Handler handler)
+      : SourceFetchBase(io, options, std::move(handler)), request_(std::move(request)),
+        timeout_(options.container_timeout) {}
+
+  void start() override {
+    fetch(request_, timeout_, [this](HttpOutcome outcome) {
+      if (auto* problem = std::get_if<std::string>(&outcome)) {
+        return finish(CredentialsError{fmt::format("container credentials from {}: {}", request_.url, *problem)});
+      }
+      const auto& answer = std::get<HttpAnswer>(outcome);
+      finish(parse_container_answer(request_, answer.status, answer.body));
+    });
+  }
+
+ private:
+  HttpRequest request_;
+  Duration timeout_;
+};
+
+// ---------------------------------------------------------------------------
+// Web identity: STS AssumeRoleWithWebIdentity with the token in
+// AWS_WEB_IDENTITY_TOKEN_FILE (EKS writes and rotates it), unsigned.
+
+std::string form_encode(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += fmt::format("%{:02X}", u);
+    }
+  }
+  return out;
+}
+
+// The text of the first <tag>...</tag> after `from` in an STS answer (its
+// values hold no markup; entities are decoded for the five XML ones).
+std::optional<std::string> xml_text(std::string_view xml, std::string_view tag, std::size_t from = 0) {
+  const std::string open = fmt::format("<{}>", tag);
+  const std::string close = fmt::format("</{}>", tag);
+  const auto start = xml.find(open, from);
+  if (start == std::string_view::npos) return std::nullopt;
+  const auto end = xml.find(close, start + open.size());
+  if (end == std::string_view::npos) return std::nullopt;
+  std::string text(xml.substr(start + open.size(), end - start - open.size()));
+  for (const auto& [entity, character] : std::initializer_list<std::pair<std::string_view, std::string_view>>{
+           {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}}) {
+    for (auto at = text.find(entity); at != std::string::npos; at = text.find(entity, at + character.size())) {
+      text.replace(at, entity.size(), character);
+    }
+  }
+  return std::string(trim(text));
+}
+
+SourceOutcome parse_sts_answer(const std::string& url, const std::string& role_arn, int http_status,
+                               const std::string& body) {
+  const auto error = [&](std::string what) {
+    return CredentialsError{fmt::format("web identity: AssumeRoleWithWebIdentity {} at {}: {}", role_arn, url, what)};
+  };
+  if (http_status != 200) {
+    const auto code = xml_text(body, "Code");
+    const auto message = xml_text(body, "Message");
+    return error(fmt::format("HTTP {} {}: {}", http_status, code.value_or("(no error code)"),
+                             message ? excerpt(*message) : excerpt(body)));
+  }
+  const auto credentials_at = body.find("<Credentials>");
+  if (credentials_at == std::string::npos) return error("the answer has no <Credentials>: " + excerpt(body));
+  std::map<std::string, std::string> fields;
+  for (const char* name : {"AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"}) {
+    auto value = xml_text(body, name, credentials_at);
+    if (!value || value->empty()) return error(fmt::format("the answer's <Credentials> has no {}", name));
+    fields[name] = std::move(*value);
+  }
+  const auto expiration = parse_iso8601_ns(fields["Expiration"]);
+  if (!expiration) return error(fmt::format("Expiration {} is not an ISO 8601 time", excerpt(fields["Expiration"])));
+  return ResolvedCredentials{
+      .credentials = {.access_key_id = fields["AccessKeyId"],
+                      .secret_access_key = fields["SecretAccessKey"],
+                      .session_token = fields["SessionToken"]},
+      .origin = CredentialsOrigin::web_identity,
+      .description = fmt::format("web identity {} through {}", role_arn, url),
+      .expiration_wall_ns = *expiration,
+  };
+}
+
+struct WebIdentityCall {
+  HttpRequest request;
+  std::string role_arn;  // for messages
+};
+
+std::variant<WebIdentityCall, NotFound, CredentialsError> web_identity_request(const Environment& env,
+                                                                             const CredentialsChainOptions& options) {
+  const std::string token_file = env_value(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
+  const std::string role_arn = env_value(env, "AWS_ROLE_ARN");
+  if (token_file.empty() && role_arn.empty()) {
+    return NotFound{"web identity (AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set)"};
+  }
+  if (role_arn.empty()) return CredentialsError{"web identity: AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not"};
+  if (token_file.empty()) return CredentialsError{"web identity: AWS_ROLE_ARN is set but AWS_WEB_IDENTITY_TOKEN_FILE is not"};
+  FileText read = read_small_file(token_file, token_file_bytes_max);
+  if (read.status != FileText::Status::ok) {
+    return CredentialsError{fmt::format("web identity: AWS_WEB_IDENTITY_TOKEN_FILE {}: {}", token_file,
+                                        read.status == FileText::Status::missing ? "no such file" : read.problem)};
+  }
+  const std::string token(trim(read.text));
+  if (token.empty()) return CredentialsError{fmt::format("web identity: the token file {} is empty", token_file)};
+  std::string session = env_value(env, "AWS_ROLE_SESSION_NAME");
+  if (session.empty()) session = fmt::format("leaseproof-{}", wall_now(options) / 1'000'000);
+  const std::string region = resolve_region(options);
+  auto endpoint = resolve_service_endpoint("sts", "", region, env);
+  if (auto* problem = std::get_if<std::string>(&endpoint)) return CredentialsError{"web identity: STS: " + *problem};
+  auto parsed = parse_http_url(std::get<ServiceEndpoint>(endpoint).url, /*https_allowed=*/true);
+  if (auto* problem = std::get_if<std::string>(&parsed)) return CredentialsError{"web identity: STS endpoint " + *problem};
+  HttpRequest request = std::get<HttpRequest>(std::move(parsed));
+  request.method = http::verb::post;
+  request.content_type = "application/x-www-form-urlencoded; charset=utf-8";
+  request.body = fmt::format("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}"
+                             "&WebIdentityToken={}",
+                             form_encode(role_arn), form_encode(session), form_encode(token));
+  return WebIdentityCall{std::move(request), role_arn};
+}
+
+class WebIdentitySource final : public SourceFetchBase {
+ public:
+  WebIdentitySource(asio::io_context& io, WebIdentityCall call, const CredentialsChainOptions& options, Handler handler)
+      : SourceFetchBase(io, options, std::move(handler)), request_(std::move(call.request)),
+        role_arn_(std::move(call.role_arn)), timeout_(options.sts_timeout) {}
+
+  void start() override {
+    fetch(request_, timeout_, [this](HttpOutcome outcome) {
+      if (auto* problem = std::get_if<std::string>(&outcome)) {
+        return finish(CredentialsError{fmt::format("web identity: AssumeRoleWithWebIdentity {} at {}: {}", role_arn_,
+                                                   request_.url, *problem)});
+      }
+      const auto& answer = std::get<HttpAnswer>(outcome);
+      finish(parse_sts_answer(request_.url, role_arn_, answer.status, answer.body));
+    });
+  }
+
+ private:
+  HttpRequest request_;
+  std::string role_arn_;
+  Duration timeout_;
+};
+
+// ---------------------------------------------------------------------------
+// EC2 instance metadata, IMDSv2: PUT a session token, GET the role's name,
+// GET its credentials (the container answer's fields).
+
+bool file_starts_with(const std::string& path, std::string_view prefix) {
+  FileText read = read_small_file(path, 4096);
+  return read.status == FileText::Status::ok && trim(read.text).starts_with(prefix);
+}
+
+std::variant<HttpRequest, NotFound, CredentialsError> instance_metadata_base(const Environment& env,
+                                                                            const CredentialsChainOptions& options) {
+  if (lowercase(env_value(env, "AWS_EC2_METADATA_DISABLED")) == "true") {
+    return NotFound{"instance metadata (AWS_EC2_METADATA_DISABLED=true)"};
+  }
+  std::string endpoint = env_value(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT");
+  if (endpoint.empty()) {
+    if (!file_starts_with(options.dmi_sys_vendor_path, "Amazon EC2") &&
+        !file_starts_with(options.hypervisor_uuid_path, "ec2")) {
+      return NotFound{fmt::format("instance metadata (not an EC2 machine: {} and {} say otherwise; "
+                                  "AWS_EC2_METADATA_SERVICE_ENDPOINT asks it anyway)",
+                                  options.dmi_sys_vendor_path, options.hypervisor_uuid_path)};
+    }
+    endpoint = lowercase(env_value(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE")) == "ipv6" ? "http://[fd00:ec2::254]"
+                                                                                            : "http://169.254.169.254";
+  }
+  while (endpoint.ends_with('/')) endpoint.pop_back();
+  auto parsed = parse_http_url(endpoint + "/latest/api/token");
+  if (auto* problem = std::get_if<std::string>(&parsed)) {
+    return CredentialsError{"instance metadata: AWS_EC2_METADATA_SERVICE_ENDPOINT " + *problem};
+  }
+  return std::get<HttpRequest>(std::move(parsed));
+}
+
+Duration instance_metadata_timeout(const Environment& env, const CredentialsChainOptions& options) {
+  const std::string text = env_value(env, "AWS_METADATA_SERVICE_TIMEOUT");
+  int value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || value < 1 || value > 60) {
+    return options.instance_metadata_timeout;
+  }
+  return Duration::from_s(value);
+}
+
+class InstanceMetadataSource final : public SourceFetchBase {
+ public:
+  InstanceMetadataSource(asio::io_context& io, HttpRequest token_request, Duration timeout,
+                         const CredentialsChainOptions& options, Handler handler)
+      : SourceFetchBase(io, options, std::move(handler)), base_(std::move(token_request)), timeout_(timeout) {}
+
+  void start() override {
+    HttpRequest token = base_;
+    token.method = http::verb::put;
+    token.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
+    fetch(std::move(token), timeout_, [this](HttpOutcome outcome) {
+      if (auto* problem = std::get_if<std::string>(&outcome)) {
+        // Nothing answers: not on EC2 after all, or metadata is off for this host.
+        return finish(NotFound{fmt::format("instance metadata at {} ({})", base_.url, *problem)});
+      }
+      const auto& answer = std::get<HttpAnswer>(outcome);
+      if (answer.status != 200 || trim(answer.body).empty()) {
+        return fail(base_.url, fmt::format("HTTP {} for the IMDSv2 session token: {}", answer.status,
+                                           excerpt(answer.body)));
+      }
+      token_ = std::string(trim(answer.body));
+      ask_role();
+    });
+  }
+
+ private:
+  HttpRequest metadata_get(std::string_view path) const {
+    HttpRequest request = base_;
+    request.target = std::string(path);
+    request.url = fmt::format("http://{}{}", base_.authority, path);
+    request.headers.emplace_back("X-aws-ec2-metadata-token", token_);
+    return request;
+  }
+
+  void ask_role() {
+    HttpRequest request = metadata_get(kRolesPath);
+    std::string url = request.url;
+    fetch(std::move(request), timeout_, [this, url](HttpOutcome outcome) {
+      if (auto* problem = std::get_if<std::string>(&outcome)) return fail(url, *problem);
+      const auto& answer = std::get<HttpAnswer>(outcome);
+      if (answer.status == 404) return finish(NotFound{fmt::format("instance metadata at {} (no IAM role attached)", url)});
+      const std::string_view listed = trim(answer.body);
+      const std::string role(trim(listed.substr(0, listed.find('\n'))));
+      if (answer.status != 200 || role.empty() || role.find('/') != std::string::npos) {
+        return fail(url, fmt::format("HTTP {} without a role name: {}", answer.status, excerpt(answer.body)));
+      }
+      ask_credentials(role);
+    });
+  }
+
+  void ask_credentials(const std::string& role) {
+    HttpRequest request = metadata_get(fmt::format("{}{}", kRolesPath, role));
+    std::string url = request.url;
+    fetch(std::move(request), timeout_, [this, url](HttpOutcome outcome) {
+      if (auto* problem = std::get_if<std::string>(&outcome)) return fail(url, *problem);
+      const auto& answer = std::get<HttpAnswer>(outcome);
+      finish(parse_credentials_json("instance metadata credentials", url, CredentialsOrigin::instance_metadata,
+                                    answer.status, answer.body));
+    });
+  }
+
+  void fail(const std::string& url, const std::string& what) {
+    finish(CredentialsError{fmt::format("instance metadata credentials from {}: {}", url, what)});
+  }
+
+  static constexpr std::string_view kRolesPath = "/latest/meta-data/iam/security-credentials/";
+  HttpRequest base_;
+  Duration timeout_;
+  std::string token_;
 };
 
 // ---------------------------------------------------------------------------
@@ -594,53 +970,98 @@ CredentialsResult unexpired(CredentialsResult result, int64_t now_wall_ns) {
                                                                         *result.value().expiration_wall_ns)))};
 }
 
-// Runs the sources in order; `done` runs exactly once, never inline, and is
-// never given expired credentials. Returns the container fetch in flight (to
-// cancel), or null when none was needed.
-std::shared_ptr<ContainerFetch> run_chain(asio::io_context& io, const CredentialsChainOptions& options,
-                                          ResultHandler checked_done) {
-  ResultHandler done = [checked_done = std::move(checked_done), options](CredentialsResult result) {
-    checked_done(unexpired(std::move(result), wall_now(options)));
-  };
-  const Environment env = environment_of(options);
-  std::vector<std::string> tried;
-  const auto post_result = [&io, &done](CredentialsResult result) {
-    asio::post(io, [done = std::move(done), result = std::move(result)]() mutable { done(std::move(result)); });
-  };
-  SourceOutcome outcome = from_environment(env);
-  if (std::holds_alternative<NotFound>(outcome)) {
-    tried.push_back(std::get<NotFound>(outcome).tried);
-    outcome = from_profile(env, options);
+// Runs the sources in order (environment, web identity, shared files,
+// container, instance metadata); `done` runs exactly once, never inline, and
+// is never given expired credentials, unless cancel() comes first.
+class ChainRun : public std::enable_shared_from_this<ChainRun> {
+ public:
+  ChainRun(asio::io_context& io, CredentialsChainOptions options, ResultHandler done)
+      : io_(io), options_(std::move(options)), env_(environment_of(options_)), done_(std::move(done)) {}
+
+  void start() { step(0); }
+
+  void cancel() {
+    done_ = nullptr;
+    if (source_) source_->cancel();
   }
-  if (auto* found = std::get_if<ResolvedCredentials>(&outcome)) {
-    post_result(std::move(*found));
-    return nullptr;
+
+ private:
+  void step(int index) {
+    SourceOutcome outcome = NotFound{};
+    switch (index) {
+      case 0: outcome = from_environment(env_); break;
+      case 1: outcome = start_source<WebIdentitySource>(index, web_identity_request(env_, options_)); break;
+      case 2: outcome = from_profile(env_, options_); break;
+      case 3: outcome = start_source<ContainerSource>(index, container_request(env_, options_)); break;
+      case 4: outcome = start_instance_metadata(index); break;
+      default:
+        return finish(CredentialsError{"no AWS credentials found; tried " + join(tried_, "; ")});
+    }
+    if (!source_) on_outcome(index, std::move(outcome));
   }
-  if (auto* error = std::get_if<CredentialsError>(&outcome)) {
-    post_result(std::move(*error));
-    return nullptr;
+
+  // Starts an asking source, or hands back what stopped it before it asked.
+  template <typename Source, typename Call>
+  SourceOutcome start_source(int index, std::variant<Call, NotFound, CredentialsError> call) {
+    if (auto* not_found = std::get_if<NotFound>(&call)) return *not_found;
+    if (auto* error = std::get_if<CredentialsError>(&call)) return *error;
+    launch(std::make_unique<Source>(io_, std::get<Call>(std::move(call)), options_, handler_for(index)));
+    return NotFound{};
   }
-  tried.push_back(std::get<NotFound>(outcome).tried);
-  auto request = container_request(env, options);
-  if (auto* not_found = std::get_if<NotFound>(&request)) {
-    tried.push_back(not_found->tried);
-    post_result(CredentialsError{"no AWS credentials found; tried " + join(tried, "; ")});
-    return nullptr;
+
+  SourceOutcome start_instance_metadata(int index) {
+    auto request = instance_metadata_base(env_, options_);
+    if (auto* not_found = std::get_if<NotFound>(&request)) return *not_found;
+    if (auto* error = std::get_if<CredentialsError>(&request)) return *error;
+    launch(std::make_unique<InstanceMetadataSource>(io_, std::get<HttpRequest>(std::move(request)),
+                                                    instance_metadata_timeout(env_, options_), options_,
+                                                    handler_for(index)));
+    return NotFound{};
   }
-  if (auto* error = std::get_if<CredentialsError>(&request)) {
-    post_result(std::move(*error));
-    return nullptr;
+
+  void launch(std::unique_ptr<SourceFetch> source) {
+    source_ = std::move(source);
+    source_->start();
   }
-  auto fetch = std::make_shared<ContainerFetch>(io, std::get<ContainerRequest>(std::move(request)), options,
-                                                [done = std::move(done)](SourceOutcome fetched) {
-                                                  if (auto* found = std::get_if<ResolvedCredentials>(&fetched)) {
-                                                    done(std::move(*found));
-                                                  } else {
-                                                    done(std::get<CredentialsError>(std::move(fetched)));
-                                                  }
-                                                });
-  fetch->start();
-  return fetch;
+
+  // The source is deep in its own call chain when it answers: go on from the
+  // io_context, once it has returned, and only then let it go.
+  SourceFetch::Handler handler_for(int index) {
+    return [weak = weak_from_this(), index](SourceOutcome outcome) {
+      auto self = weak.lock();
+      if (!self) return;
+      asio::post(self->io_, [self, index, outcome = std::move(outcome)]() mutable {
+        self->source_.reset();
+        if (self->done_) self->on_outcome(index, std::move(outcome));
+      });
+    };
+  }
+
+  void on_outcome(int index, SourceOutcome outcome) {
+    if (auto* found = std::get_if<ResolvedCredentials>(&outcome)) return finish(std::move(*found));
+    if (auto* error = std::get_if<CredentialsError>(&outcome)) return finish(std::move(*error));
+    tried_.push_back(std::get<NotFound>(outcome).tried);
+    step(index + 1);
+  }
+
+  void finish(CredentialsResult result) {
+    if (!done_) return;
+    asio::post(io_, [done = std::exchange(done_, nullptr), result = unexpired(std::move(result), wall_now(options_))]()
+                   mutable { done(std::move(result)); });
+  }
+
+  asio::io_context& io_;
+  const CredentialsChainOptions options_;
+  const Environment env_;
+  ResultHandler done_;
+  std::unique_ptr<SourceFetch> source_;
+  std::vector<std::string> tried_;
+};
+
+std::shared_ptr<ChainRun> run_chain(asio::io_context& io, const CredentialsChainOptions& options, ResultHandler done) {
+  auto run = std::make_shared<ChainRun>(io, options, std::move(done));
+  run->start();
+  return run;
 }
 
 class OsRandom {
@@ -677,8 +1098,10 @@ Environment process_environment() {
 std::string_view to_string(CredentialsOrigin origin) {
   switch (origin) {
     case CredentialsOrigin::environment: return "environment";
+    case CredentialsOrigin::web_identity: return "web_identity";
     case CredentialsOrigin::profile: return "profile";
     case CredentialsOrigin::container: return "container";
+    case CredentialsOrigin::instance_metadata: return "instance_metadata";
   }
   LP_UNREACHABLE("CredentialsOrigin {}", static_cast<int>(origin));
 }
@@ -920,7 +1343,7 @@ class CredentialsChain::Impl : public std::enable_shared_from_this<Impl> {
   asio::steady_timer timer_;
   OsRandom random_;
   std::shared_ptr<Shared> shared_;  // outlives the chain in the sources handed out
-  std::shared_ptr<ContainerFetch> fetch_;
+  std::shared_ptr<ChainRun> fetch_;
   uint64_t failures_in_row_ = 0;
   bool started_ = false;
   bool stopped_ = false;

@@ -5,18 +5,22 @@
 // The chain, first match wins (docs/credentials.md says which AWS documents
 // this follows):
 //   1. environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN;
+//   1b. web identity: AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN to STS
+//      AssumeRoleWithWebIdentity (EKS with IAM roles for service accounts);
 //   2. shared files: the profile (explicit option, else AWS_PROFILE, else
 //      "default") in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), then in
 //      AWS_CONFIG_FILE (~/.aws/config, sections "[profile NAME]");
 //   3. container: GET http://169.254.170.2 + AWS_CONTAINER_CREDENTIALS_RELATIVE_URI,
 //      else AWS_CONTAINER_CREDENTIALS_FULL_URI (plain http to loopback or the
 //      ECS/EKS link-local addresses only), with an Authorization header from
-//      AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN.
+//      AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN;
+//   4. EC2 instance metadata, IMDSv2: a session token, then the role's
+//      credentials (on EC2 machines, or AWS_EC2_METADATA_SERVICE_ENDPOINT).
 // A source that is configured but broken (a key id without its secret, an
 // explicitly named profile that does not exist, a container endpoint that
 // fails) is an error; the chain does not fall through past it. Nothing found
-// is an error listing what was tried. Not implemented: EC2 instance metadata
-// (IMDS), assume-role, SSO, credential_process, web identity, https.
+// is an error listing what was tried. Not implemented: assume-role from a
+// profile, SSO, credential_process, IMDSv1.
 //
 // Every outcome is a value; no exception crosses this API.
 
@@ -56,7 +60,22 @@ struct CredentialsChainOptions {
   std::string container_host = "169.254.170.2";
   // Covers the whole GET: resolve, connect, write, read.
   Duration container_timeout = Duration::from_s(2);
+  // Bounds the body of every answer a source reads (container, instance
+  // metadata, STS).
   std::size_t container_response_bytes_max = 64 * 1024;
+  // EC2 instance metadata (IMDSv2): each of its three requests is bounded by
+  // this (AWS_METADATA_SERVICE_TIMEOUT in seconds overrides it, as in the
+  // SDKs). It is asked only on a machine that says it is EC2 (the files
+  // below) or when AWS_EC2_METADATA_SERVICE_ENDPOINT names an endpoint:
+  // elsewhere a request to 169.254.169.254 would only wait for the timeout.
+  Duration instance_metadata_timeout = Duration::from_s(1);
+  std::string dmi_sys_vendor_path = "/sys/class/dmi/id/sys_vendor";  // "Amazon EC2" on Nitro
+  std::string hypervisor_uuid_path = "/sys/hypervisor/uuid";          // "ec2..." on Xen
+  // STS AssumeRoleWithWebIdentity (AWS_WEB_IDENTITY_TOKEN_FILE and
+  // AWS_ROLE_ARN, as on EKS with IRSA): the POST is bounded by this.
+  Duration sts_timeout = Duration::from_s(5);
+  // Verifies https:// answers (STS); null: the system's store.
+  TlsContextPtr tls_context;
   std::size_t profile_file_bytes_max = 1024 * 1024;
   // Wall clock (ns since 1970, UTC) that credential Expiration is compared with.
   std::function<int64_t()> wall_clock_ns;  // empty: std::chrono::system_clock
@@ -75,7 +94,7 @@ struct CredentialsChainOptions {
   std::function<void(const CredentialsResult&)> on_refresh;
 };
 
-enum class CredentialsOrigin { environment, profile, container };
+enum class CredentialsOrigin { environment, web_identity, profile, container, instance_metadata };
 std::string_view to_string(CredentialsOrigin origin);
 
 struct ResolvedCredentials {

@@ -222,7 +222,7 @@ def run(build, binary, workdir):
         # The container's environment: the package's binary on PATH, the task's or pod's
         # variables, DynamoDB at dynalite in place of the region's endpoint, and no queue
         # (the manifests' --release-queue needs SQS: it is dropped here).
-        base_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": workdir,
+        base_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": workdir, "AWS_EC2_METADATA_DISABLED": "true",
                     "AWS_ENDPOINT_URL_DYNAMODB": endpoint}
         ecs_env = dict(base_env, **{e["name"]: e["value"] for e in ecs["environment"]})
         # On loopback, at a free port in place of the manifests' (tests may run side by side).

@@ -108,6 +108,10 @@ class StubEndpoint {
   struct Seen {
     std::string target;
     std::string authorization;  // "" when absent
+    std::string method;
+    std::string metadata_token;      // X-aws-ec2-metadata-token
+    std::string metadata_token_ttl;  // X-aws-ec2-metadata-token-ttl-seconds
+    std::string body;
   };
   std::vector<Seen> seen() const {
     const std::lock_guard lock(mutex_);
@@ -139,8 +143,10 @@ class StubEndpoint {
     StubReply reply;
     {
       const std::lock_guard lock(mutex_);
-      seen_.push_back({std::string(connection->request.target()),
-                       std::string(connection->request[http::field::authorization])});
+      const auto& request = connection->request;
+      seen_.push_back({std::string(request.target()), std::string(request[http::field::authorization]),
+                       std::string(request.method_string()), std::string(request["X-aws-ec2-metadata-token"]),
+                       std::string(request["X-aws-ec2-metadata-token-ttl-seconds"]), request.body()});
       reply = replies_[std::min(seen_.size() - 1, replies_.size() - 1)];
     }
     if (reply.silent) {
@@ -607,6 +613,155 @@ TEST(CredentialsRefresh, ExpiredCredentialsAtTheFirstResolutionAreAnError) {
   ASSERT_FALSE(result.ok()) << result.value().credentials.access_key_id;
   EXPECT_TRUE(contains(result.error().detail, "container http://127.0.0.1:")) << result.error().detail;
   EXPECT_TRUE(contains(result.error().detail, "handed out credentials that expired")) << result.error().detail;
+}
+
+// ---------------------------------------------------------------------------
+// EC2 instance metadata (IMDSv2), at AWS_EC2_METADATA_SERVICE_ENDPOINT.
+
+CredentialsChainOptions metadata_options(const StubEndpoint& stub, Environment env = {}) {
+  env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://" + stub.authority() + "/";
+  auto options = with_env(std::move(env));
+  options.instance_metadata_timeout = 300_ms;
+  options.wall_clock_ns = [] { return *parse_iso8601_ns("2029-06-01T00:00:00Z"); };
+  return options;
+}
+
+TEST(CredentialsInstanceMetadata, ATokenThenTheRoleThenItsCredentials) {
+  StubEndpoint stub({http_reply(200, "TOKEN-1"), http_reply(200, "worker-role\n"),
+                     http_reply(200, R"({"Code":"Success","Type":"AWS-HMAC","AccessKeyId":"AKIDIMDS",)"
+                                     R"("SecretAccessKey":"s","Token":"t","Expiration":"2030-01-01T00:00:00Z"})")});
+  const auto result = resolve_credentials_blocking(metadata_options(stub));
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDIMDS");
+  EXPECT_EQ(result.value().credentials.session_token, "t");
+  EXPECT_EQ(result.value().origin, CredentialsOrigin::instance_metadata);
+  EXPECT_TRUE(result.value().expiration_wall_ns.has_value());
+  const auto seen = stub.seen();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].method, "PUT");
+  EXPECT_EQ(seen[0].target, "/latest/api/token");
+  EXPECT_EQ(seen[0].metadata_token_ttl, "21600");
+  EXPECT_EQ(seen[1].method, "GET");
+  EXPECT_EQ(seen[1].target, "/latest/meta-data/iam/security-credentials/");
+  EXPECT_EQ(seen[1].metadata_token, "TOKEN-1");
+  EXPECT_EQ(seen[2].target, "/latest/meta-data/iam/security-credentials/worker-role");
+  EXPECT_EQ(seen[2].metadata_token, "TOKEN-1");
+}
+
+TEST(CredentialsInstanceMetadata, FailuresNameTheStepAndSilenceMeansNotOnEc2) {
+  {  // IMDSv2 refused the token (a hop limit of 1 from a container answers so): an error.
+    StubEndpoint stub({http_reply(403, "Forbidden")});
+    const auto result = resolve_credentials_blocking(metadata_options(stub));
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(contains(result.error().detail, "HTTP 403 for the IMDSv2 session token")) << result.error().detail;
+  }
+  {  // No role attached: nothing found, said in the list of what was tried.
+    StubEndpoint stub({http_reply(200, "TOKEN-1"), http_reply(404, "")});
+    const auto result = resolve_credentials_blocking(metadata_options(stub));
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(contains(result.error().detail, "no AWS credentials found")) << result.error().detail;
+    EXPECT_TRUE(contains(result.error().detail, "(no IAM role attached)")) << result.error().detail;
+  }
+  {  // Nobody answers within the timeout: not an EC2 machine after all.
+    StubEndpoint stub({StubReply{"", true}});
+    const auto started = std::chrono::steady_clock::now();
+    const auto result = resolve_credentials_blocking(metadata_options(stub));
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(contains(result.error().detail, "no answer within 300ms")) << result.error().detail;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  }
+  {  // Expired credentials from metadata are refused like any others.
+    StubEndpoint stub({http_reply(200, "TOKEN-1"), http_reply(200, "r"),
+                       http_reply(200, credentials_json("AKIDOLD", "2029-01-01T00:00:00Z"))});
+    const auto result = resolve_credentials_blocking(metadata_options(stub));
+    ASSERT_FALSE(result.ok());
+    EXPECT_TRUE(contains(result.error().detail, "handed out credentials that expired")) << result.error().detail;
+  }
+}
+
+TEST(CredentialsInstanceMetadata, NotAskedWhenDisabledOrOffEc2) {
+  StubEndpoint stub({http_reply(200, "TOKEN-1")});
+  const auto disabled = resolve_credentials_blocking(metadata_options(stub, {{"AWS_EC2_METADATA_DISABLED", "TRUE"}}));
+  ASSERT_FALSE(disabled.ok());
+  EXPECT_TRUE(contains(disabled.error().detail, "instance metadata (AWS_EC2_METADATA_DISABLED=true)"))
+      << disabled.error().detail;
+  // No endpoint named and a machine whose DMI says another vendor: 169.254.169.254 is never asked.
+  TempDir machine;
+  auto options = with_env({});
+  options.dmi_sys_vendor_path = machine.write("sys_vendor", "QEMU\n");
+  options.hypervisor_uuid_path = machine.path() + "/no-such-file";
+  const auto elsewhere = resolve_credentials_blocking(options);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_TRUE(contains(elsewhere.error().detail, "instance metadata (not an EC2 machine")) << elsewhere.error().detail;
+  EXPECT_TRUE(stub.seen().empty());
+}
+
+// ---------------------------------------------------------------------------
+// Web identity: STS AssumeRoleWithWebIdentity at AWS_ENDPOINT_URL_STS.
+
+std::string sts_answer(const std::string& key, const std::string& expiration) {
+  return fmt::format(
+      "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+      "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>{}</AccessKeyId>"
+      "<SecretAccessKey>secret&amp;1</SecretAccessKey><SessionToken>token-{}</SessionToken>"
+      "<Expiration>{}</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
+      "</AssumeRoleWithWebIdentityResponse>",
+      key, key, expiration);
+}
+
+Environment web_identity_env(const TempDir& dir, const StubEndpoint& stub) {
+  return {{"HOME", dir.path()},
+          {"AWS_WEB_IDENTITY_TOKEN_FILE", dir.write("token", "eyJ.token+/=\n")},
+          {"AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/workers"},
+          {"AWS_ROLE_SESSION_NAME", "w-0"},
+          {"AWS_REGION", "eu-west-1"},
+          {"AWS_ENDPOINT_URL_STS", stub.url("/")}};
+}
+
+TEST(CredentialsWebIdentity, TheTokenFileAndRoleGoToStsAndItsCredentialsComeBack) {
+  TempDir dir;
+  // A profile with keys too: web identity comes first, as in AWS SDKs.
+  dir.write(".aws/credentials", "[default]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = s\n");
+  StubEndpoint stub({http_reply(200, sts_answer("AKIDSTS", "2030-01-01T00:00:00Z"))});
+  auto options = with_env(web_identity_env(dir, stub));
+  options.wall_clock_ns = [] { return *parse_iso8601_ns("2029-06-01T00:00:00Z"); };
+  const auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDSTS");
+  EXPECT_EQ(result.value().credentials.secret_access_key, "secret&1");
+  EXPECT_EQ(result.value().credentials.session_token, "token-AKIDSTS");
+  EXPECT_EQ(result.value().origin, CredentialsOrigin::web_identity);
+  const auto seen = stub.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].authorization, "");  // AssumeRoleWithWebIdentity is not signed
+  EXPECT_EQ(seen[0].body,
+            "Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fworkers"
+            "&RoleSessionName=w-0&WebIdentityToken=eyJ.token%2B%2F%3D");
+}
+
+TEST(CredentialsWebIdentity, StsRefusalsAndHalfConfigurationsAreErrors) {
+  TempDir dir;
+  StubEndpoint stub({http_reply(403, "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+                                     "<Message>Not authorized to perform sts:AssumeRoleWithWebIdentity</Message>"
+                                     "</Error></ErrorResponse>")});
+  const auto refused = resolve_credentials_blocking(with_env(web_identity_env(dir, stub)));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.error().detail, "HTTP 403 AccessDenied: 'Not authorized")) << refused.error().detail;
+  EXPECT_TRUE(contains(refused.error().detail, "arn:aws:iam::123456789012:role/workers")) << refused.error().detail;
+
+  auto env = web_identity_env(dir, stub);
+  env.erase("AWS_WEB_IDENTITY_TOKEN_FILE");
+  const auto no_token = resolve_credentials_blocking(with_env(env));
+  ASSERT_FALSE(no_token.ok());
+  EXPECT_TRUE(contains(no_token.error().detail, "AWS_ROLE_ARN is set but AWS_WEB_IDENTITY_TOKEN_FILE is not"))
+      << no_token.error().detail;
+  env = web_identity_env(dir, stub);
+  env["AWS_WEB_IDENTITY_TOKEN_FILE"] = dir.path() + "/missing";
+  const auto missing = resolve_credentials_blocking(with_env(env));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(contains(missing.error().detail, "/missing: no such file")) << missing.error().detail;
+  EXPECT_EQ(stub.seen().size(), 1u);  // only the first asked STS
 }
 
 // ---------------------------------------------------------------------------

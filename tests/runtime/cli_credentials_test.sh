@@ -21,7 +21,7 @@ expect() {
   local name=$1 want=$2 pattern=$3
   shift 4
   local output status
-  output=$(env -i PATH="$PATH" HOME="$home" "$@" 2>&1)
+  output=$(env -i PATH="$PATH" HOME="$home" AWS_EC2_METADATA_DISABLED=true "$@" 2>&1)
   status=$?
   if [[ $status -ne $want ]] || ! grep -qE -- "$pattern" <<<"$output"; then
     echo "FAIL $name: exit $status (expected $want), output not matching '$pattern':" >&2
