@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
 #include "properties/lease_checkers.hpp"
@@ -65,7 +66,8 @@ void read_records(const std::string& path, std::vector<Record>& out, std::vector
   while (std::getline(in, line)) {
     ++number;
     if (line.empty() || line.front() != '{') continue;
-    nlohmann::json fields = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    bool too_deep = false;  // a line too deep is not an event: skipped and counted like any other
+    nlohmann::json fields = parse_json_bounded(line, too_deep);
     const auto mono = fields.is_object() ? fields.find("mono_ms") : fields.end();
     // A summary line (worker.stop) carries no time: not an event.
     if (fields.is_object() && fields.contains("event") && mono == fields.end()) continue;
@@ -104,7 +106,8 @@ std::vector<HubSession> read_sessions(const std::string& path, std::vector<std::
   };
   while (std::getline(in, line)) {
     ++number;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    bool too_deep = false;
+    const nlohmann::json j = parse_json_bounded(line, too_deep);
     if (!j.is_object() || !optional_ms(j, "opened_ms") || !optional_ms(j, "ended_ms")) {
       problems.push_back(fmt::format("{}:{}: not a hub session record (skipped)", path, number));
       continue;

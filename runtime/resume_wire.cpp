@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.hpp"
+
 namespace leaseproof::runtime {
 namespace {
 
@@ -55,7 +57,9 @@ std::string read_string(const json& object, const char* field, std::string& out)
 json position_json(resume::Position p) { return json{{"epoch", p.epoch}, {"seq", p.seq}}; }
 
 std::variant<json, WireError> parse_object(std::string_view text) {
-  json value = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  json value = parse_json_bounded(text, too_deep);
+  if (too_deep) return WireError{fmt::format("nested more than {} levels deep", kJsonLevelsMax)};
   if (value.is_discarded()) return WireError{"not JSON"};
   if (!value.is_object()) return WireError{fmt::format("expected a JSON object, got {}", short_dump(value))};
   return value;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json_depth.hpp"
 #include "core/dynamo/codec.hpp"
 
 namespace leaseproof::models {
@@ -34,7 +35,9 @@ ReplayParse parse_replay(std::string_view text) {
     const std::string_view line = next_line(text);
     ++number;
     if (blank(line) || line.front() == '#') continue;
-    nlohmann::json json = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    bool too_deep = false;
+    nlohmann::json json = parse_json_bounded(line, too_deep);
+    if (too_deep) return fail(fmt::format("nested more than {} levels deep", kJsonLevelsMax));
     if (json.is_discarded()) return fail("not valid JSON");
     if (!json.is_object()) return fail("expected a JSON object with \"target\" and \"body\"");
     for (const auto& [key, value] : json.items()) {

@@ -71,6 +71,9 @@ TEST(ResumeWire, ClientFramesRoundTrip) {
 
 TEST(ResumeWire, MalformedClientFramesNameTheField) {
   EXPECT_EQ(error_of("not json"), "not JSON");
+  // A frame fits in kPayloadBytesMax, and nests no deeper than any JSON input may.
+  const std::string deep = std::string(30'000, '[') + std::string(30'000, ']');
+  EXPECT_EQ(error_of(deep), "nested more than 128 levels deep");
   EXPECT_EQ(error_of("[1]"), "expected a JSON object, got [1]");
   EXPECT_EQ(error_of(R"({"channel":"c"})"), "type: missing");
   EXPECT_EQ(error_of(R"({"type":"hello"})"), "type: 'hello' is not subscribe or pong");
