@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "base/json_depth.hpp"
+#include "reports/temporary_file.hpp"
 
 namespace leaseproof::cli {
 
@@ -63,13 +64,29 @@ void check_output_file(std::string_view flag, const std::string& path) {
   if (!fs::is_directory(parent, error)) {
     throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, path, parent.string())};
   }
-  // The writers go through PATH.tmp: create it once, and remove it again.
-  const std::string probe = path + ".tmp";
+  // The writers go through a temporary beside PATH: create one, and remove it again.
+  const std::string probe = report::unique_temporary_path(path);
   const bool existed = fs::exists(probe, error);
   if (!std::ofstream{probe, std::ios::app}) {
     throw UsageError{fmt::format("{}: cannot write '{}' (creating '{}' failed)", flag, path, probe)};
   }
   if (!existed) fs::remove(probe, error);
+}
+
+void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string_view, fs::path>> seen;
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    std::error_code error;
+    const fs::path resolved = fs::weakly_canonical(fs::absolute(fs::path{path}, error), error);
+    for (const auto& [other_flag, other] : seen) {
+      if (other == resolved) {
+        throw UsageError{fmt::format("{} and {} both name '{}': give each its own file", other_flag, flag, path)};
+      }
+    }
+    seen.emplace_back(flag, resolved);
+  }
 }
 
 void check_output_directory(std::string_view flag, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -79,6 +80,10 @@ nlohmann::json read_json_file(const std::string& path, std::string_view what);
 // and a file must be creatable there; a directory is created (with its
 // parents) and must take a file. Throw UsageError naming `flag`.
 void check_output_file(std::string_view flag, const std::string& path);
+
+// Refuses two output flags naming one file (`--trace x --perfetto x`): both
+// writers would rename their file into place, and one would be lost.
+void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 void check_output_directory(std::string_view flag, const std::string& path);
 
 // While alive, `path` is removed if the process is interrupted (SIGINT,

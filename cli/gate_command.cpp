@@ -19,6 +19,7 @@
 
 #include "base/time.hpp"
 #include "reports/markup.hpp"
+#include "reports/temporary_file.hpp"
 #include "reports/sweep.hpp"
 #include "sim/trace.hpp"
 
@@ -104,9 +105,10 @@ std::vector<GateRun> read_regressions(const std::string& path, bool create) {
   return runs;
 }
 
-// Writes to PATH.tmp, then renames: a reader never sees half a file.
+// Writes to a temporary of this process's own, then renames: a reader never
+// sees half a file.
 bool write_whole_file(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp";
+  const std::string temporary = report::unique_temporary_path(path);
   {
     std::ofstream out{temporary, std::ios::out | std::ios::trunc};
     out << text;
@@ -116,9 +118,7 @@ bool write_whole_file(const std::string& path, const std::string& text) {
       return false;
     }
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  return !error;
+  return report::rename_into_place(temporary, path).empty();
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }

@@ -21,6 +21,7 @@
 
 #include "cli/check_real_command.hpp"
 #include "cli/cli_common.hpp"
+#include "reports/temporary_file.hpp"
 #include "cli/dynamo_command.hpp"
 #include "cli/registry_command.hpp"
 #include "cli/gate_command.hpp"
@@ -101,17 +102,21 @@ int run_command(const RunArgs& args, bool inline_checks) {
   // completed: a reader never sees half a trace under the requested name.
   check_output_file("--trace", args.trace_path);
   check_output_file("--perfetto", args.perfetto_path);
+  check_distinct_outputs({{"--trace", args.trace_path}, {"--perfetto", args.perfetto_path}});
   std::ofstream trace_file;
-  const std::string temporary = args.trace_path + ".tmp";
+  const std::string temporary = leaseproof::report::unique_temporary_path(args.trace_path);
   const RemoveOnInterrupt trace_guard{args.trace_path.empty() ? std::string{} : temporary};
-  const RemoveOnInterrupt perfetto_guard{args.perfetto_path.empty() ? std::string{} : args.perfetto_path + ".tmp"};
   if (!args.trace_path.empty()) {
     trace_file.open(temporary, std::ios::out | std::ios::trunc);
     if (!trace_file) throw UsageError{fmt::format("--trace: cannot write '{}'", args.trace_path)};
     config.trace_jsonl = &trace_file;
   }
   std::unique_ptr<leaseproof::report::PerfettoFile> perfetto;
-  if (!args.perfetto_path.empty()) perfetto = leaseproof::cli::open_perfetto(args.perfetto_path, config);
+  std::unique_ptr<RemoveOnInterrupt> perfetto_guard;
+  if (!args.perfetto_path.empty()) {
+    perfetto = leaseproof::cli::open_perfetto(args.perfetto_path, config);
+    perfetto_guard = std::make_unique<RemoveOnInterrupt>(perfetto->temporary_path());
+  }
   fmt::print("leaseproof run: scenario {}, seed {}, duration {}\n", scenario.name, config.seed,
              leaseproof::format_duration(*config.duration));
   std::fflush(stdout);
@@ -127,7 +132,10 @@ int run_command(const RunArgs& args, bool inline_checks) {
       fmt::print(stderr, "leaseproof: error: writing the trace to '{}' failed\n", args.trace_path);
       return kExitFailed;
     }
-    std::filesystem::rename(temporary, args.trace_path);
+    if (std::string error = leaseproof::report::rename_into_place(temporary, args.trace_path); !error.empty()) {
+      fmt::print(stderr, "leaseproof: error: --trace: {}\n", error);
+      return kExitFailed;
+    }
     fmt::print("trace: {} ({} events, JSON lines; format in docs/trace-format.md)\n", args.trace_path, result.events);
   }
   if (perfetto && !leaseproof::cli::commit_perfetto(*perfetto, result)) return kExitFailed;

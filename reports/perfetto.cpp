@@ -9,6 +9,7 @@
 #include "base/assert.hpp"
 #include "models/dynamo/node.hpp"
 #include "reports/perfetto.hpp"
+#include "reports/temporary_file.hpp"
 #include <algorithm>
 #include <cctype>
 #include <limits>
@@ -668,7 +669,7 @@ const PerfettoFigures& PerfettoWriter::figures() const {
 
 // ---- PerfettoFile ----------------------------------------------------------------
 
-PerfettoFile::PerfettoFile(std::string path) : path_(std::move(path)), temporary_(path_ + ".tmp") {}
+PerfettoFile::PerfettoFile(std::string path) : path_(std::move(path)), temporary_(unique_temporary_path(path_)) {}
 
 std::unique_ptr<PerfettoFile> PerfettoFile::create(const std::string& path, std::string& error) {
   std::unique_ptr<PerfettoFile> file{new PerfettoFile{path}};

@@ -85,6 +85,7 @@ class PerfettoFile {
                      const std::vector<std::string>& violations = {});
   const PerfettoFigures& figures() const { return writer_->figures(); }
   const std::string& path() const { return path_; }
+  const std::string& temporary_path() const { return temporary_; }  // written until commit() renames it
 
  private:
   explicit PerfettoFile(std::string path);

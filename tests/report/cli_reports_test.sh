@@ -3,7 +3,11 @@
 # writes a whole file and leaves the trace hash as it was; an unwritable file
 # and an unknown connection get clear errors and a non-zero exit, and leave no
 # file behind; an interrupted run leaves no partial file.
-# Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|interrupt|next|timeline
+# --trace writes through a temporary of the process's own: two runs given one
+# path both finish with a whole file there; a rename that fails is exit 1
+# with a message, not an abort; --trace and --perfetto naming one file are
+# refused before the run.
+# Usage: cli_reports_test.sh LEASEPROOF_BINARY perfetto|unwritable|interrupt|next|timeline|trace
 set -u
 bin=$1
 case_name=$2
@@ -17,7 +21,7 @@ case $case_name in
     "$bin" run "${args[@]}" > "$dir/plain.out" || fail "the plain run failed"
     "$bin" run "${args[@]}" --perfetto "$dir/run.json" > "$dir/perfetto.out" || fail "run --perfetto failed"
     [ -s "$dir/run.json" ] || fail "no file written"
-    [ ! -e "$dir/run.json.tmp" ] || fail "the temporary file was left"
+    ! ls "$dir"/run.json.tmp* > /dev/null 2>&1 || fail "a temporary file was left: $(ls "$dir")"
     grep -q '"traceEvents"' "$dir/run.json" || fail "not a trace-event document"
     grep -q '^perfetto: .*run.json (' "$dir/perfetto.out" || fail "no 'perfetto:' line"
     plain=$(grep '^trace hash:' "$dir/plain.out")
@@ -38,9 +42,40 @@ case $case_name in
     [ $status -eq 2 ] || fail "exit status $status for a file name taken by a directory"
     grep -q -- "--perfetto: '$dir/taken' is a directory; give a file name" "$dir/err" || fail "unclear error: $(cat "$dir/err")"
     [ ! -s "$dir/out" ] || fail "the run started: $(head -2 "$dir/out")"
-    [ ! -e "$dir/taken.tmp" ] || fail "the temporary file was left"
+    ! ls "$dir"/taken.tmp* > /dev/null 2>&1 || fail "a temporary file was left"
     "$bin" run "${args[@]}" --trace "$dir/taken" > "$dir/out" 2> "$dir/err"
     [ $? -eq 2 ] && grep -q -- "--trace: '$dir/taken' is a directory" "$dir/err" || fail "--trace DIR: $(cat "$dir/err")"
+    ;;
+  trace)
+    long=(--seed 1 --duration 30m)
+    # Two runs, one trace path, at once: each renames its own whole file into place.
+    "$bin" run "${long[@]}" --trace "$dir/t.jsonl" > "$dir/a.out" 2>&1 &
+    first=$!
+    "$bin" run "${long[@]}" --trace "$dir/t.jsonl" > "$dir/b.out" 2>&1
+    second=$?
+    wait $first
+    [ $? -eq 0 ] && [ $second -eq 0 ] || fail "two runs with one --trace: exit $second and the other's: $(tail -2 "$dir/a.out")"
+    events=$(sed -n 's/^trace: .* (\([0-9]*\) events.*/\1/p' "$dir/a.out")
+    [ -n "$events" ] && [ "$(wc -l < "$dir/t.jsonl")" -eq "$events" ] || fail "the trace has $(wc -l < "$dir/t.jsonl") lines, a run wrote $events"
+    python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$dir/t.jsonl" || fail "the trace is not whole JSON lines"
+    ! ls "$dir"/t.jsonl.tmp* > /dev/null 2>&1 || fail "a temporary was left: $(ls "$dir")"
+    # The name taken by a directory while the run runs: the rename fails, said, exit 1, nothing left.
+    rm "$dir/t.jsonl"
+    "$bin" run "${long[@]}" --trace "$dir/t.jsonl" > "$dir/c.out" 2> "$dir/c.err" &
+    pid=$!
+    for _ in $(seq 100); do [ -n "$(find "$dir" -name 't.jsonl.tmp-*')" ] && break; sleep 0.05; done
+    mkdir -p "$dir/t.jsonl/inside"
+    wait $pid
+    status=$?
+    [ $status -eq 1 ] || fail "exit status $status when the rename fails, expected 1: $(cat "$dir/c.err")"
+    grep -q -- "--trace: cannot move '$dir/t.jsonl.tmp-[0-9]*-[0-9]*' into place as '$dir/t.jsonl'" "$dir/c.err" || fail "unclear error: $(cat "$dir/c.err")"
+    ! ls "$dir"/t.jsonl.tmp* > /dev/null 2>&1 || fail "a temporary was left: $(ls "$dir")"
+    # One file for two outputs: refused before the run.
+    "$bin" run "${args[@]}" --trace "$dir/same" --perfetto "$dir/./same" > "$dir/d.out" 2> "$dir/d.err"
+    status=$?
+    [ $status -eq 2 ] || fail "exit status $status for --trace and --perfetto naming one file"
+    grep -q -- "--trace and --perfetto both name '$dir/./same': give each its own file" "$dir/d.err" || fail "unclear error: $(cat "$dir/d.err")"
+    [ ! -s "$dir/d.out" ] || fail "the run started"
     ;;
   interrupt)
     # A run stopped by a signal leaves no partial trace or Perfetto file
@@ -48,8 +83,8 @@ case $case_name in
     # a terminal takes the same path).
     "$bin" run --seed 1 --scenario lease-crash --trace "$dir/t.jsonl" --perfetto "$dir/p.json" > /dev/null 2>&1 &
     pid=$!
-    for _ in $(seq 100); do [ -s "$dir/t.jsonl.tmp" ] && break; sleep 0.1; done
-    [ -s "$dir/t.jsonl.tmp" ] || { kill -9 $pid; fail "the run wrote no trace within 10 s"; }
+    for _ in $(seq 100); do [ -n "$(find "$dir" -name 't.jsonl.tmp-*' -size +0)" ] && break; sleep 0.1; done
+    [ -n "$(find "$dir" -name 't.jsonl.tmp-*' -size +0)" ] || { kill -9 $pid; fail "the run wrote no trace within 10 s"; }
     kill -TERM $pid
     wait $pid
     status=$?

@@ -1,0 +1,27 @@
+#include "reports/temporary_file.hpp"
+
+#include <atomic>
+#include <filesystem>
+#include <system_error>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace leaseproof::report {
+
+std::string unique_temporary_path(const std::string& path) {
+  static std::atomic<unsigned> next{0};
+  return fmt::format("{}.tmp-{}-{}", path, static_cast<long>(getpid()), next.fetch_add(1));
+}
+
+std::string rename_into_place(const std::string& temporary, const std::string& path) {
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (!error) return {};
+  std::string message = fmt::format("cannot move '{}' into place as '{}': {}", temporary, path, error.message());
+  std::filesystem::remove(temporary, error);
+  return message;
+}
+
+}  // namespace leaseproof::report
