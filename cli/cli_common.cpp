@@ -73,6 +73,23 @@ void check_output_file(std::string_view flag, const std::string& path) {
   if (!existed) fs::remove(probe, error);
 }
 
+void check_option_values(const CLI::App& app) {
+  for (const CLI::Option* option : app.get_options()) {
+    if (option->count() == 0 || option->get_expected_min() == 0) continue;  // not given, or a flag
+    for (const std::string& value : option->results()) {
+      if (value.empty()) {
+        throw UsageError{fmt::format("{}: must not be empty (leave the option out for its default)",
+                                     option->get_name())};
+      }
+      if (option->get_type_name() == "UINT" && value.front() == '-') {
+        throw UsageError{fmt::format("{}: '{}' is negative; a number of zero or more is expected", option->get_name(),
+                                     value)};
+      }
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands()) check_option_values(*sub);
+}
+
 void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs) {
   namespace fs = std::filesystem;
   std::vector<std::pair<std::string_view, fs::path>> seen;

@@ -83,6 +83,12 @@ void check_output_file(std::string_view flag, const std::string& path);
 
 // Refuses two output flags naming one file (`--trace x --perfetto x`): both
 // writers would rename their file into place, and one would be lost.
+// What CLI11 lets through and no command wants: an option given an empty
+// value (`--duration ''` silently meant the default) and a negative number
+// for an unsigned option (`--memberships -5` wrapped around). Checked for
+// every option of the parsed commands; throws UsageError naming the option.
+void check_option_values(const CLI::App& app);
+
 void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 void check_output_directory(std::string_view flag, const std::string& path);
 

@@ -11,6 +11,7 @@
 
 #include "cli/dynamo_command.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -136,9 +137,13 @@ int dynamo_replay_command(const DynamoReplayArgs& args) {
     throw UsageError{"--endpoint and --compare: give one or the other"};
   }
   for (const std::string* url : {&args.endpoint, &args.compare}) {
-    if (!url->empty() && !url->starts_with("http://")) {
-      throw UsageError{fmt::format("'{}' is not an endpoint; expected http://HOST:PORT", *url)};
+    if (!url->empty() && !url->starts_with("http://") && !url->starts_with("https://")) {
+      throw UsageError{fmt::format("'{}' is not an endpoint; expected http[s]://HOST[:PORT]", *url)};
     }
+  }
+  std::error_code not_there;
+  if (std::filesystem::is_directory(args.file, not_there)) {
+    throw UsageError{fmt::format("FILE: '{}' is a directory; give a JSON-lines file of requests", args.file)};
   }
   const models::ReplayParse parse = models::parse_replay(read_file(args.file));
   if (!parse.error.empty()) throw UsageError{fmt::format("{}: {}", args.file, parse.error)};

@@ -420,6 +420,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   try {
+    check_option_values(app);
     if (run->parsed()) return run_command(run_args, inline_checks);
     if (timeline->parsed()) return timeline_command(timeline_args);
     if (det->parsed()) return check_determinism_command(det_args);
