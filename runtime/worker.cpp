@@ -410,6 +410,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     const SqsReceiveRequest request{std::min(room, kSqsReceiveMessagesMax), options_.release_visibility,
                                     options_.release_wait};
     ++sqs_in_flight_;
+    receive_sent_at_ = monotonic_now();
     sqs_->receive_message(release_queue_url_, request,
                           [weak = weak_from_this()](SqsResult<std::vector<SqsMessage>> result) {
       if (auto self = weak.lock()) self->on_release_notices(result);
@@ -446,8 +447,15 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
     }
     if (draining_) return finish_drain_when_sqs_idle();
     // A non-empty answer may have left more behind, and a long poll's empty
-    // answer means its wait ran out: either way, ask again at once.
-    const bool again = result.ok() && (!result.value().empty() || options_.release_wait > Duration::zero());
+    // answer after its wait ran out means the queue is quiet: either way, ask
+    // again at once. An empty answer much sooner than the wait (a server that
+    // does not long-poll answered at once) waits the poll interval, or the
+    // worker would ask thousands of times a second.
+    const bool waited = monotonic_now() - receive_sent_at_ >= options_.release_wait / 2;
+    const bool again = result.ok() && (!result.value().empty() || (options_.release_wait > Duration::zero() && waited));
+    if (result.ok() && result.value().empty() && options_.release_wait > Duration::zero() && !waited) {
+      ++counters_.marks["worker.release_poll_answered_early"];
+    }
     poll_releases_after(again ? Duration::zero() : options_.release_poll_interval);
   }
 
@@ -758,6 +766,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   int64_t incarnation_ms_ = 0;     // this process's start, in its notices' deduplication ids
   uint64_t release_notices_ = 0;   // sent or attempted by this process
   uint64_t sqs_in_flight_ = 0;     // SQS calls not answered yet: a drain waits for them
+  Instant receive_sent_at_;        // the last ReceiveMessage, on the monotonic clock
   bool core_drained_ = false;      // the core said DrainComplete
   bool drain_waits_logged_ = false;
   // The last DynamoDB transport error logged, when, and how many since.
