@@ -28,24 +28,21 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "real"))
+from e2e import fail, run_main  # noqa: E402  (tests/real/e2e.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(ROOT, "deploy")
-
-
-def fail(message):
-    raise AssertionError(message)
 
 
 def project_version():
@@ -247,17 +244,7 @@ def run(build, binary, workdir):
 
 
 def main():
-    if len(sys.argv) != 3 or not os.access(sys.argv[2], os.X_OK):
-        print("usage: deploy_test.py BUILD_DIR LEASEPROOF_BINARY", file=sys.stderr)
-        return 2
-    workdir = tempfile.mkdtemp(prefix="leaseproof-deploy-")
-    try:
-        run(os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), workdir)
-    except (AssertionError, OSError, subprocess.SubprocessError, ValueError, KeyError, StopIteration) as e:
-        print(f"FAIL deploy: {e!r}\n(files in {workdir})", file=sys.stderr)
-        return 1
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return run_main("deploy", "deploy_test.py BUILD_DIR LEASEPROOF_BINARY", run)
 
 
 if __name__ == "__main__":

@@ -26,91 +26,19 @@ process it started, also on failure. About 20 s.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
+from e2e import Processes, events, fail, metrics, run_main, tail, wait_file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 # The worker against the expired certificate: its reconcile and the lease
 # timings below bound how many connections it may open in STORM_WINDOW_S.
 STORM_WINDOW_S = 6.0
 STORM_CONNECTIONS_MAX = 40
-
-
-def fail(message):
-    raise AssertionError(message)
-
-
-class Processes:
-    """Everything this test started, ended in reverse order by its own PID."""
-
-    def __init__(self, workdir):
-        self.workdir, self.started, self.services = workdir, [], []
-
-    def start(self, name, argv, env=None):
-        log_path = os.path.join(self.workdir, f"{name}.log")
-        process = subprocess.Popen(argv, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-        process.name, process.log_path = name, log_path
-        self.started.append(process)
-        return process
-
-    def dynalite(self):
-        env = dict(os.environ, DYNALITE_STATE_DIR=os.path.join(self.workdir, "dynalite"))
-        self.services.append(env)
-        done = subprocess.run([os.path.join(REPO, "scripts", "dynalite.sh"), "start"], env=env, timeout=60,
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            fail(f"scripts/dynalite.sh start failed: {done.stderr.strip()}")
-        return done.stdout.strip()
-
-    def stop_all(self):
-        for process in reversed(self.started):
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(5)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    pass
-        for env in self.services:
-            subprocess.run([os.path.join(REPO, "scripts", "dynalite.sh"), "stop"], env=env, timeout=30,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def wait_file(path, timeout_s):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if os.path.exists(path) and open(path).read().strip():
-            return open(path).read().strip()
-        time.sleep(0.02)
-    fail(f"{path} not written within {timeout_s} s")
-
-
-def events(process):
-    out = []
-    with open(process.log_path) as f:
-        for line in f:
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
-    return out
-
-
-def tail(process, lines=8):
-    with open(process.log_path) as f:
-        return " | ".join(f.read().splitlines()[-lines:])
-
-
-def metrics(port):
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def control(binary, args, env=None, timeout=30):
@@ -125,7 +53,7 @@ def run(binary, workdir):
         pki = os.path.join(workdir, "pki")
         subprocess.run([os.path.join(HERE, "make_test_pki.sh"), pki], check=True, capture_output=True, timeout=120)
         ca = os.path.join(pki, "ca.pem")
-        plain = processes.dynalite()
+        plain = processes.service("dynalite.sh", "DYNALITE_STATE_DIR", "dynalite")
         ports_path, counts_path = os.path.join(workdir, "proxy.ports"), os.path.join(workdir, "proxy.counts")
         listeners = [f"{name}={pki}/{name}.pem,{pki}/{name}.key" for name in ("good", "wrong-host", "expired",
                                                                              "untrusted")]
@@ -251,20 +179,7 @@ def run(binary, workdir):
 
 
 def main():
-    if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
-        print("usage: tls_e2e.py LEASEPROOF_BINARY", file=sys.stderr)
-        return 2
-    workdir = tempfile.mkdtemp(prefix="leaseproof-tls-")
-    try:
-        run(os.path.abspath(sys.argv[1]), workdir)
-    except (AssertionError, RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
-        print(f"FAIL tls: {e}\n(logs in {workdir})", file=sys.stderr)
-        return 1
-    if os.environ.get("LEASEPROOF_KEEP"):
-        print(f"(logs in {workdir})")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return run_main("tls", "tls_e2e.py LEASEPROOF_BINARY", run)
 
 
 if __name__ == "__main__":
