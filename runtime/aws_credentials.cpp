@@ -567,15 +567,6 @@ class HttpFetch : public std::enable_shared_from_this<HttpFetch> {
     });
   }
 
-  template <typename Operation>
-  void with_stream(Operation&& operation) {
-    if (tls_) {
-      operation(*tls_);
-    } else {
-      operation(plain_);
-    }
-  }
-
   void send() {
     http_request_.method(request_.method);
     http_request_.target(request_.target);
@@ -589,7 +580,7 @@ class HttpFetch : public std::enable_shared_from_this<HttpFetch> {
     http_request_.body() = request_.body;
     http_request_.keep_alive(false);
     http_request_.prepare_payload();
-    with_stream([this](auto& stream) {
+    with_stream(plain_, tls_, [this](auto& stream) {
       http::async_write(stream, http_request_, [self = shared_from_this()](error_code write_ec, std::size_t) {
         self->on_written(write_ec);
       });
@@ -601,7 +592,7 @@ class HttpFetch : public std::enable_shared_from_this<HttpFetch> {
     if (ec) return fail("cannot send the request: " + ec.message());
     parser_.header_limit(static_cast<std::uint32_t>(response_header_bytes_max));
     parser_.body_limit(response_bytes_max_);
-    with_stream([this](auto& stream) {
+    with_stream(plain_, tls_, [this](auto& stream) {
       http::async_read(stream, buffer_, parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
         self->on_read(read_ec);
       });

@@ -623,20 +623,11 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
     });
   }
 
-  // The connection's stream, plain or TLS: `operation` is called with it.
-  template <typename Operation>
-  void with_stream(Operation&& operation) {
-    if (tls_) {
-      operation(*tls_);
-    } else {
-      operation(plain_);
-    }
-  }
 
   beast::tcp_stream& tcp_stream() { return tls_ ? tls_->next_layer() : plain_; }
 
   void write() {
-    with_stream([this](auto& stream) {
+    with_stream(plain_, tls_, [this](auto& stream) {
       http::async_write(stream, request_, [self = shared_from_this()](error_code ec, std::size_t) {
         self->on_written(ec);
       });
@@ -654,7 +645,7 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   void read_response() {
     parser_.emplace();
     parser_->body_limit(options_.response_body_bytes_max);
-    with_stream([this](auto& stream) {
+    with_stream(plain_, tls_, [this](auto& stream) {
       http::async_read(stream, buffer_, *parser_, [self = shared_from_this()](error_code read_ec, std::size_t) {
         self->on_read(read_ec);
       });

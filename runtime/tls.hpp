@@ -11,6 +11,7 @@
 // Every outcome is a value; no exception crosses this API.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -34,6 +35,17 @@ std::variant<TlsContextPtr, std::string> make_tls_client_context(const TlsClient
 // The CA file a process uses: the flag when given, else the value of
 // AWS_CA_BUNDLE (as AWS SDKs honour it), else none: the system store.
 std::string resolve_ca_file(std::string_view flag, std::string_view aws_ca_bundle);
+
+// Calls `operation` with a connection's stream: the TLS one when there is
+// one, else the plain one (a client that speaks http:// and https://).
+template <typename Plain, typename Tls, typename Operation>
+void with_stream(Plain& plain, std::optional<Tls>& tls, Operation&& operation) {
+  if (tls) {
+    operation(*tls);
+  } else {
+    operation(plain);
+  }
+}
 
 // Sets SNI and the host-name check on a fresh connection's SSL object. False,
 // with `error` filled, when OpenSSL refuses the name.

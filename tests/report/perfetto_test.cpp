@@ -365,22 +365,27 @@ TEST(PerfettoFile, IsRenamedIntoPlaceOnlyWhenComplete) {
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "run.json").string();
   std::string error;
+  std::string abandoned_temporary;
   {
     std::unique_ptr<PerfettoFile> abandoned = PerfettoFile::create(path, error);
     ASSERT_NE(abandoned, nullptr) << error;
-    EXPECT_TRUE(std::filesystem::exists(path + ".tmp"));
+    abandoned_temporary = abandoned->temporary_path();
+    EXPECT_TRUE(abandoned_temporary.starts_with(path + ".tmp-")) << abandoned_temporary;  // the process's own
+    EXPECT_TRUE(std::filesystem::exists(abandoned_temporary));
   }
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));  // dropped without a commit
+  EXPECT_FALSE(std::filesystem::exists(abandoned_temporary));  // dropped without a commit
   EXPECT_FALSE(std::filesystem::exists(path));
   std::unique_ptr<PerfettoFile> file = PerfettoFile::create(path, error);
   ASSERT_NE(file, nullptr) << error;
+  const std::string temporary = file->temporary_path();
+  EXPECT_NE(temporary, abandoned_temporary);  // two files of one process never share a temporary
   sim::Trace trace;
   file->attach(trace);
   trace.set_node_name(NodeId{0}, "worker-0");
   trace.record(note(Instant::from_ms(10), NodeId{0}, "lease.open", "c1 1", 1));
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_EQ(file->commit(Instant::from_ms(20)), "");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(temporary));
   std::ifstream in{path};
   EXPECT_TRUE(format_errors(json::parse(in)).empty());
   std::filesystem::remove_all(dir);
@@ -400,8 +405,9 @@ TEST(PerfettoFile, AFailedRenameLeavesNothingBehind) {
   std::string error;
   std::unique_ptr<PerfettoFile> file = PerfettoFile::create(path, error);
   ASSERT_NE(file, nullptr) << error;
+  const std::string temporary = file->temporary_path();
   EXPECT_NE(file->commit(Instant::zero()), "");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(temporary));
   EXPECT_TRUE(std::filesystem::is_directory(path));
   std::filesystem::remove_all(dir);
 }
