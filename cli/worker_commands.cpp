@@ -357,12 +357,12 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
 
 int worker_command(const WorkerArgs& args) {
   runtime::WorkerOptions options;
-  options.worker_id = args.worker_id;
+  options.host.worker_id = args.worker_id;
   runtime::ResolvedCredentials credentials;
-  options.dynamo = client_options(args.endpoint, &credentials);
+  options.host.dynamo = client_options(args.endpoint, &credentials);
   options.hub_override = args.hub;
-  options.seed = args.seed;
-  lease::LeaseConfig& lease = options.lease;
+  options.host.seed = args.seed;
+  lease::LeaseConfig& lease = options.host.lease;
   lease = lease_config(args.endpoint);
   lease.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
   lease.expiry_mode = args.expiry == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
@@ -376,15 +376,15 @@ int worker_command(const WorkerArgs& args) {
   lease.capacity = args.capacity;
   options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact : resume::RecordMode::put;
   options.session.sink.name = args.endpoint.sink_table;
-  options.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
+  options.host.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
   if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
   const SqsArgs& sqs = args.sqs;
   if (!sqs.sqs_endpoint.empty() && sqs.release_queue.empty()) {
     throw UsageError{"--sqs-endpoint: goes with --release-queue"};
   }
   if (!sqs.release_queue.empty()) {
-    options.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.dynamo.region);
-    options.release_queue = sqs.release_queue;
+    options.host.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.host.dynamo.region);
+    options.host.release_queue = sqs.release_queue;
   }
 
   asio::io_context io;
@@ -394,7 +394,7 @@ int worker_command(const WorkerArgs& args) {
   if (credentials.expiration_wall_ns) {
     runtime::CredentialsChainOptions chain_options;
     chain_options.profile = args.endpoint.profile;
-    chain_options.tls_context = options.dynamo.tls_context;
+    chain_options.tls_context = options.host.dynamo.tls_context;
     // Every failed refresh is a log line (the old credentials stay in use
     // until they expire), and so is the success that ends a run of failures.
     chain_options.on_refresh = [worker_id = args.worker_id, failing = false](
@@ -409,8 +409,8 @@ int worker_command(const WorkerArgs& args) {
     chain->start([](const runtime::CredentialsResult& result) {
       if (!result.ok()) fmt::print(stderr, "leaseproof worker: credentials refresh: {}\n", result.error().detail);
     });
-    options.credentials_stats = [stats = chain.get()] { return stats->stats(); };
-    options.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
+    options.host.credentials_stats = [stats = chain.get()] { return stats->stats(); };
+    options.host.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
       runtime::DynamoCredentials current = source();
       return current.access_key_id.empty() ? initial : current;
     };
@@ -442,10 +442,10 @@ int worker_command(const WorkerArgs& args) {
   });
   worker->start();
   io.run();
-  const auto& c = worker->counters();
+  const runtime::LeaseHostCounters& h = worker->host_counters();
+  const runtime::WorkerCounters& c = worker->counters();
   print_line(fmt::format(R"({{"event":"worker.stop","worker":"{}","sessions_opened":{},"records":{},"fenced":{},"dynamo_calls":{},"dynamo_transport_errors":{}}})",
-                         args.worker_id, c.sessions_opened, c.records, c.fenced, c.dynamo_calls,
-                         c.dynamo_transport_errors));
+                         args.worker_id, h.gained, c.records, c.fenced, h.dynamo_calls, h.dynamo_transport_errors));
   return 0;
 }
 

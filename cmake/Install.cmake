@@ -1,7 +1,9 @@
 # The production core as a CMake package (DESIGN.md section 2): base and the
 # core layers, with their public headers, so that a worker outside this
 # repository can write find_package(leaseproof) and link leaseproof::lease
-# alone. Nothing of the simulator, the models or the runtime is installed.
+# alone; and the embeddable runtime, leaseproof::runtime (docs/embedding.md),
+# which hosts the lease core on an io_context. Nothing of the simulator, the
+# models or the servers (hub, relay) is installed.
 #
 #   cmake --install build/release --prefix /opt/leaseproof
 #
@@ -13,7 +15,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(LEASEPROOF_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/leaseproof)
-install(TARGETS leaseproof_base leaseproof_dynamo leaseproof_lease leaseproof_resume
+install(TARGETS leaseproof_base leaseproof_dynamo leaseproof_lease leaseproof_resume leaseproof_runtime
   EXPORT leaseproofTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/leaseproof

@@ -1,5 +1,5 @@
-# The Debian package: the `leaseproof` command and the installed core
-# (cmake/Install.cmake), built from a configured tree with
+# The Debian package: the `leaseproof` command and the installed core and
+# runtime (cmake/Install.cmake), built from a configured tree with
 #
 #   cpack -G DEB --config build/release/CPackConfig.cmake -B OUTDIR
 #
@@ -18,13 +18,13 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
     "DynamoDB-leased WebSocket workers, and a deterministic simulator that checks them")
 set(CPACK_PACKAGE_DESCRIPTION
     "The leaseproof command (workers holding connections through DynamoDB conditional-write leases, \
-the upstream hub, the simulator and its checkers) and the production core as a static library \
-with headers and a CMake package (find_package(leaseproof)).")
+the upstream hub, the simulator and its checkers), and the production core and the embeddable \
+runtime as static libraries with headers and a CMake package (find_package(leaseproof)).")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # leaseproof_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfmt-dev, nlohmann-json3-dev, cmake")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfmt-dev, nlohmann-json3-dev, libboost-dev, libboost-url1.81-dev, libssl-dev, cmake")
 set(CPACK_STRIP_FILES ON)
 include(CPack)

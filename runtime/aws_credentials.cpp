@@ -28,6 +28,7 @@
 
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/os_random.hpp"
 
 extern char** environ;  // POSIX: the process environment
 
@@ -1055,17 +1056,6 @@ std::shared_ptr<ChainRun> run_chain(asio::io_context& io, const CredentialsChain
   return run;
 }
 
-class OsRandom {
- public:
-  explicit OsRandom(uint64_t seed) : engine_(seed != 0 ? seed : std::random_device{}()) {}
-  uint64_t below(uint64_t bound) {
-    LP_ASSERT_GT(bound, 0u);
-    return std::uniform_int_distribution<uint64_t>{0, bound - 1}(engine_);
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
 
 DynamoCredentials no_credentials() {
   return DynamoCredentials{.access_key_id = "", .secret_access_key = "", .session_token = ""};

@@ -22,6 +22,7 @@
 
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/os_random.hpp"
 #include "runtime/resume_wire.hpp"
 
 namespace leaseproof::runtime {
@@ -32,17 +33,6 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 
-class OsRandom final : public RandomSource {
- public:
-  explicit OsRandom(uint64_t seed) : engine_(seed != 0 ? seed : std::random_device{}()) {}
-  uint64_t below(uint64_t bound) override {
-    LP_ASSERT_GT(bound, 0u);
-    return std::uniform_int_distribution<uint64_t>{0, bound - 1}(engine_);
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
 
 // The sink: an append-only file of "<epoch> <seq>\n" lines, or memory.
 class Sink {

@@ -27,8 +27,6 @@
 namespace leaseproof::resume {
 namespace {
 
-// Stream order: by epoch, then by sequence number within the epoch.
-bool before(Position a, Position b) { return a.epoch != b.epoch ? a.epoch < b.epoch : a.seq < b.seq; }
 Position later_of(Position a, Position b) { return before(a, b) ? b : a; }
 
 const char* reset_mark(ResetKind kind) {

@@ -45,6 +45,8 @@ struct Position {
   int64_t seq = 0;
   friend bool operator==(const Position&, const Position&) = default;
 };
+// Stream order: a later hub epoch, or a later seq in the same epoch.
+inline bool before(Position a, Position b) { return a.epoch != b.epoch ? a.epoch < b.epoch : a.seq < b.seq; }
 
 struct Message {
   uint64_t epoch = 0;

@@ -25,8 +25,6 @@ AttributeValue N(int64_t value) { return AttributeValue::number(value); }
 // Hub epochs are unsigned and may exceed int64: written as decimal text.
 AttributeValue N(uint64_t value) { return AttributeValue::number(fmt::format(FMT_COMPILE("{}"), value)); }
 
-bool before(Position a, Position b) { return a.epoch != b.epoch ? a.epoch < b.epoch : a.seq < b.seq; }
-
 // The conditional put that makes recording a message idempotent: a second
 // write of the same (connection#epoch, seq) is refused, never duplicated.
 constexpr const char* kRecordAbsent = "attribute_not_exists(pk)";
@@ -156,6 +154,14 @@ dynamo::Request checkpoint_position(const lease::LeaseConfig& lease, std::string
   request.write.condition_expression = kCheckpointCondition;
   request.write.expression_attribute_values = checkpoint_values(worker, lease_epoch, through);
   return request;
+}
+
+bool checkpoint_applied(const std::optional<dynamo::Item>& lease_item, std::string_view worker, int64_t lease_epoch,
+                        Position through) {
+  if (!lease_item) return false;
+  const std::optional<lease::LeaseView> lease = lease::parse_lease(*lease_item);
+  if (!lease || lease->owner != worker || lease->epoch != lease_epoch) return false;
+  return !before(checkpoint_of(*lease_item), through);
 }
 
 Position checkpoint_of(const dynamo::Item& lease_item) {

@@ -71,5 +71,11 @@ int64_t last_record_seq(const dynamo::QueryResponse& response);
 
 // The checkpoint as read from a lease item (Position{} if never recorded).
 Position checkpoint_of(const dynamo::Item& lease_item);
+// Whether a refused write's lease item (ALL_OLD) shows the lease still
+// `worker`'s at `lease_epoch` with a checkpoint at or past `through`: an
+// earlier attempt applied and its answer was lost. Anything else (no item,
+// another owner or epoch) means the lease is gone.
+bool checkpoint_applied(const std::optional<dynamo::Item>& lease_item, std::string_view worker, int64_t lease_epoch,
+                        Position through);
 
 }  // namespace leaseproof::resume

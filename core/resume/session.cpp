@@ -8,8 +8,6 @@
 namespace leaseproof::resume {
 namespace {
 
-bool before(Position a, Position b) { return a.epoch < b.epoch || (a.epoch == b.epoch && a.seq < b.seq); }
-
 uint64_t fnv1a(std::string_view text) {
   uint64_t hash = 0xcbf29ce484222325ull;
   for (const char c : text) {
@@ -207,11 +205,7 @@ void StreamSession::finish(Instant now, SessionActions& out) {
 }
 
 bool StreamSession::already_recorded(const std::optional<dynamo::Item>& lease_item) const {
-  if (!lease_item) return false;
-  const std::optional<lease::LeaseView> lease = lease::parse_lease(*lease_item);
-  if (!lease || lease->owner != worker_ || lease->epoch != lease_epoch_) return false;
-  const Position stored = checkpoint_of(*lease_item);
-  return !before(stored, writing_->record.through);
+  return checkpoint_applied(lease_item, worker_, lease_epoch_, writing_->record.through);
 }
 
 void StreamSession::fence(SessionActions& out) {

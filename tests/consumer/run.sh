@@ -3,8 +3,9 @@
 # prefix, configures and builds this folder's project against it with
 # find_package(leaseproof), checks that it links the lease core alone (no
 # sim, models, runtime or Boost library on its link line) and runs it. The
-# DynamoDB expression language (models/dynamo/) is the simulator's: neither
-# its headers nor its code may be installed.
+# install holds the core and the embeddable runtime (embedded_test.py uses
+# that), nothing else: the DynamoDB expression language (models/dynamo/) is
+# the simulator's, and the servers (hub, relay) are this repository's own.
 set -euo pipefail
 build=$(cd "${1:?usage: run.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,15 +14,16 @@ trap 'rm -rf "$work"' EXIT
 
 cmake --install "$build" --prefix "$work/prefix" >"$work/install.log"
 echo "installed: $(cd "$work/prefix" && find . -type f | sort | sed -n 's|^\./lib/\(.*\.a\)$|\1|p' | tr '\n' ' ')"
-unexpected=$(cd "$work/prefix" && find . -type f \( -name '*.a' -o -name '*.so*' \) | grep -vE '/libleaseproof_(base|dynamo|lease|resume)\.a$' || true)
+unexpected=$(cd "$work/prefix" && find . -type f \( -name '*.a' -o -name '*.so*' \) | grep -vE '/libleaseproof_(base|dynamo|lease|resume|runtime)\.a$' || true)
 if [[ -n $unexpected ]]; then
-  echo "consumer: the install holds more than the core: $unexpected" >&2
+  echo "consumer: the install holds more than the core and the runtime: $unexpected" >&2
   exit 1
 fi
 headers=$(find "$work/prefix/include/leaseproof" -name '*.hpp' | wc -l)
 echo "installed: $headers headers under include/leaseproof"
-if find "$work/prefix/include/leaseproof" -path '*/models/*' -o -name 'expression*.hpp' | grep .; then
-  echo "consumer: the install holds the simulated DynamoDB's headers (above)" >&2
+if find "$work/prefix/include/leaseproof" -path '*/models/*' -o -name 'expression*.hpp' -o -name 'hub_server.hpp' \
+    -o -name 'relay.hpp' | grep .; then
+  echo "consumer: the install holds the simulated DynamoDB's or the servers' headers (above)" >&2
   exit 1
 fi
 evaluator=$(nm -C --defined-only "$work/prefix/lib/libleaseproof_dynamo.a" | grep -E 'ExpressionContext|parse_condition|apply_update' || true)
