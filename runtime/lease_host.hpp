@@ -111,7 +111,8 @@ class OwnedConnection : public std::enable_shared_from_this<OwnedConnection> {
   void checkpoint(resume::Position through, std::function<void(WriteOutcome)> done);
   // Records `messages` (in order, after checkpoint()) in the sink table, one
   // idempotent put each, then checkpoints through the last: an interrupted
-  // record() is safe to repeat, and the checkpoint fences it.
+  // record() is safe to repeat, and the checkpoint fences it. Messages out of
+  // order throw std::invalid_argument before anything is sent.
   void record(std::vector<resume::Message> messages, std::function<void(WriteOutcome)> done);
   // Any DynamoDB request on this connection's behalf, counted as `kind`
   // (leaseproof_worker_calls_total); nullptr to `reply` when no answer came.
