@@ -43,6 +43,9 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
       ->capture_default_str();
   hub->add_option("--write-deadline", args.write_deadline, "Close a subscriber whose data stays unconsumed this long")
       ->capture_default_str();
+  hub->add_option("--subscribe-timeout", args.subscribe_timeout,
+                  "Close a WebSocket (1008) that has not subscribed this long after its upgrade")
+      ->capture_default_str();
   hub->add_option("--queue-bytes", args.queue_bytes, "Per-subscriber queue bound; a frame past it closes with 1013")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 32));
@@ -83,6 +86,7 @@ int hub_command(const HubArgs& args) {
   options.hub.pong_timeout = duration_flag(args.pong_timeout, "--pong-timeout", false);
   options.hub.write_deadline = duration_flag(args.write_deadline, "--write-deadline", false);
   options.hub.subscriber_queue_bytes_max = args.queue_bytes;
+  options.subscribe_timeout = duration_flag(args.subscribe_timeout, "--subscribe-timeout", false);
   options.hub.ring_messages_max = args.ring_messages;
   options.hub.ring_bytes_max = args.ring_bytes;
   options.hub.replay_messages_max = args.replay_max != 0 ? args.replay_max : std::min(5'000u, args.ring_messages);

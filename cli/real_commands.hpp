@@ -16,6 +16,7 @@ struct HubArgs {
   std::string ping_interval = "2s";
   std::string pong_timeout = "4s";
   std::string write_deadline = "10s";
+  std::string subscribe_timeout = "10s";
   uint64_t queue_bytes = 1ull << 20;
   uint32_t ring_messages = 10'000;
   uint64_t ring_bytes = 16ull << 20;

@@ -150,10 +150,11 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     acceptor_.close(ignored);
     for (auto& g : generators_) g->timer.cancel();
     resume::HubActions actions;
-    hub_->close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
-                   monotonic_now(), actions);
-    log_(fmt::format("hub: shutting down: closing {} subscribers with {}", sessions_.size(), code));
+    const char* reason = code == resume::close_code::service_restart ? "service restart" : "going away";
+    hub_->close_all(code, reason, monotonic_now(), actions);
+    log_(fmt::format("hub: shutting down: closing {} connections with {}", sessions_.size(), code));
     apply(actions);
+    close_unsubscribed(code, reason);
     rearm();
     const Instant give_up = monotonic_now() + options_.close_timeout + Duration::from_ms(500);
     wait_closed(std::move(done), give_up);
@@ -221,6 +222,10 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   // A message from a subscriber; `is_text` false for a binary one (refused).
   void on_client_text(Session& session, std::string_view text, bool is_text);
   void on_session_gone(Session& session, bool by_peer);
+  // Connections that never subscribed are not the core's: closed here.
+  void close_unsubscribed(uint16_t code, const char* reason);
+  // Beast failed the connection with `code` (1007, 1009): a protocol error.
+  void on_failed_by_beast(Session& session, uint16_t code, const std::string& why);
   Frame data_frame(const std::string& channel, int64_t seq) const;
 
   asio::io_context& io_;
@@ -245,12 +250,31 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
 };
 
 // One subscriber's WebSocket: a read loop, and a writer draining its outbox
-// one frame at a time. The core's queue bound (bytes sent and not consumed)
-// bounds the outbox too: nothing is added past it.
+// one frame at a time.
+//
+// Why the outbox stays bounded: the core counts a Data frame as queued from
+// the moment it hands it here, and frees it when a pong reports it consumed.
+// A pong is credited at most the Data bytes this session has written to the
+// socket and not yet credited (take_credit), so what waits in the outbox is
+// never more than the core's queue, which is bounded (1013 past it). A peer
+// that stops reading and claims it consumed everything still fills the
+// core's queue. The hard bound is checked anyway: Data in the outbox above
+// the core's bound, or more control frames than a live peer could leave
+// unread, closes with 1013 ("outbox full").
 class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, beast::tcp_stream stream, Slot* slot)
-      : server_(std::move(server)), id_(id), ws_(std::move(stream)), close_timer_(ws_.get_executor()), slot_(slot) {}
+  // Pings go out every ping interval until the pong timeout; a Reset once.
+  static constexpr std::size_t kControlFramesMax = 64;
+
+  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, beast::tcp_stream stream, Slot* slot,
+          uint64_t data_bytes_max)
+      : server_(std::move(server)),
+        id_(id),
+        ws_(std::move(stream)),
+        close_timer_(ws_.get_executor()),
+        subscribe_timer_(ws_.get_executor()),
+        slot_(slot),
+        data_bytes_max_(data_bytes_max) {}
 
   resume::SubscriberId id() const { return id_; }
   const std::string& channel() const { return channel_; }
@@ -258,10 +282,19 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void set_subscribed(std::string channel) {
     subscribed_ = true;
     channel_ = std::move(channel);
+    subscribe_timer_.cancel();
   }
+  bool closing() const { return closing_; }
   bool in_core() const { return subscribed_ && !core_closed_; }
   void mark_core_closed() { core_closed_ = true; }
   std::size_t outbox_bytes() const { return outbox_bytes_; }
+  // Of `claimed` consumed bytes, what the peer can have read: at most the
+  // Data written to the socket and not yet credited.
+  uint64_t take_credit(uint64_t claimed) {
+    const uint64_t granted = std::min(claimed, data_written_ - data_credited_);
+    data_credited_ += granted;
+    return granted;
+  }
   // A frame from the subscriber reached the core (subscribe or pong).
   void note_frame_in(Instant at) {
     if (frames_in_ == 0) first_in_ = at;
@@ -287,7 +320,8 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     return line.dump();
   }
 
-  void accept(http::request<http::string_body> request, std::size_t frame_max, Duration close_timeout) {
+  void accept(http::request<http::string_body> request, std::size_t frame_max, Duration close_timeout,
+              Duration subscribe_timeout) {
     opened_ = monotonic_now();
     const std::string_view target{request.target().data(), request.target().size()};
     if (const auto url = boost::urls::parse_origin_form(target)) {
@@ -309,17 +343,39 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     ws_.read_message_max(frame_max);
     ws_.text(true);
     close_timeout_ = close_timeout;
-    ws_.async_accept(request, [self = shared_from_this()](beast::error_code ec) {
+    ws_.async_accept(request, [self = shared_from_this(), subscribe_timeout](beast::error_code ec) {
       if (ec) return self->gone(true);
       self->read();
+      if (self->subscribed_) return;
+      self->subscribe_timer_.expires_after(to_chrono(subscribe_timeout));
+      self->subscribe_timer_.async_wait([self, subscribe_timeout](beast::error_code waited) {
+        if (waited || self->subscribed_ || self->closing_) return;
+        if (auto server = self->server_.lock()) {
+          ++server->counters_.subscribe_timeouts;
+          ++server->counters_.closes_by_code[resume::close_code::policy_violation];
+          server->log_(fmt::format("hub: closing connection {} with 1008: no subscribe within {}", self->id_,
+                                   subscribe_timeout));
+        }
+        self->close(resume::close_code::policy_violation, fmt::format("no subscribe within {}", subscribe_timeout));
+      });
     });
   }
 
-  void send(Frame frame, bool is_data) {
-    if (closing_) return;
+  // Queues a frame for the socket. `credit` is a Data frame's share of the
+  // core's queue (resume::frame_bytes), 0 for control frames. False when the
+  // outbox is past its hard bound: nothing was queued and the caller closes.
+  [[nodiscard]] bool send(Frame frame, uint32_t credit, bool is_data) {
+    if (closing_) return true;
+    if (is_data ? outbox_data_ + credit > data_bytes_max_ : outbox_control_ + 1 > kControlFramesMax) return false;
+    if (is_data) {
+      outbox_data_ += credit;
+    } else {
+      ++outbox_control_;
+    }
     outbox_bytes_ += frame->size();
-    outbox_.push_back({std::move(frame), is_data});
+    outbox_.push_back({std::move(frame), credit, is_data});
     write();
+    return true;
   }
 
   // Closes with `code`: what is not yet written is dropped (the core has
@@ -331,7 +387,8 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     close_code_ = code;
     close_reason_ = std::move(reason);
     outbox_.clear();
-    outbox_bytes_ = 0;
+    outbox_bytes_ = outbox_data_ = outbox_control_ = 0;
+    subscribe_timer_.cancel();
     if (code == resume::close_code::abnormal) {
       // 1006 is what a peer sees when no close frame comes (RFC 6455 7.4.1
       // forbids sending it): a dead peer's connection is dropped. The read in
@@ -351,9 +408,14 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void read() {
     ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) {
-        if (ec == websocket::error::message_too_big) {
-          // Beast has closed it with 1009: count it with the hub's closes.
-          if (auto server = self->server_.lock()) ++server->counters_.closes_by_code[1009];
+        // Beast has failed the connection itself with a close frame: 1009
+        // for a message over read_message_max, 1007 for a text message that
+        // is not UTF-8. Both are the peer's protocol errors.
+        const uint16_t code = ec == websocket::error::message_too_big     ? resume::close_code::message_too_big
+                              : ec == websocket::error::bad_frame_payload ? resume::close_code::invalid_payload
+                                                                          : 0;
+        if (code != 0 && !self->closing_) {
+          if (auto server = self->server_.lock()) server->on_failed_by_beast(*self, code, ec.message());
           return self->gone(false);
         }
         return self->gone(!self->closing_);
@@ -377,13 +439,18 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       self->writing_ = false;
       if (ec) return self->gone(!self->closing_);
       if (self->closing_) return self->send_close();
-      if (self->outbox_.front().is_data) {
+      const Outgoing& written = self->outbox_.front();
+      if (written.is_data) {
         if (auto server = self->server_.lock()) ++server->counters_.data_frames_written;
         const Instant now = monotonic_now();
         if (self->data_out_++ == 0) self->first_data_ = now;
         self->last_data_ = now;
+        self->data_written_ += written.credit;
+        self->outbox_data_ -= written.credit;
+      } else {
+        --self->outbox_control_;
       }
-      self->outbox_bytes_ -= self->outbox_.front().frame->size();
+      self->outbox_bytes_ -= written.frame->size();
       self->outbox_.pop_front();
       self->write();
     });
@@ -402,6 +469,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (gone_) return;
     gone_ = true;
     close_timer_.cancel();
+    subscribe_timer_.cancel();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
     if (auto server = server_.lock()) server->on_session_gone(*this, by_peer);
@@ -409,6 +477,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   struct Outgoing {
     Frame frame;
+    uint32_t credit = 0;  // a Data frame's share of the core's queue
     bool is_data = false;
   };
   std::weak_ptr<Impl> server_;
@@ -416,11 +485,17 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   websocket::stream<beast::tcp_stream> ws_;
   beast::flat_buffer in_;
   asio::steady_timer close_timer_;
+  asio::steady_timer subscribe_timer_;
   std::unique_ptr<Slot> slot_;
+  uint64_t data_bytes_max_;  // the core's queue bound
   Duration close_timeout_ = Duration::from_s(2);
   std::string channel_;
   std::deque<Outgoing> outbox_;
-  std::size_t outbox_bytes_ = 0;
+  std::size_t outbox_bytes_ = 0;  // encoded, for /metrics
+  uint64_t outbox_data_ = 0;      // credit of the Data frames in the outbox
+  std::size_t outbox_control_ = 0;
+  uint64_t data_written_ = 0;     // credit of the Data frames written to the socket
+  uint64_t data_credited_ = 0;    // of that, what pongs have credited to the core
   bool subscribed_ = false;
   bool core_closed_ = false;
   bool writing_ = false;
@@ -470,9 +545,11 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     if (websocket::is_upgrade(request)) {
       if (server->shutting_down_) return;
       const resume::SubscriberId id = server->next_id_++;
-      auto session = std::make_shared<Session>(server_, id, std::move(stream_), slot_.release());
+      auto session = std::make_shared<Session>(server_, id, std::move(stream_), slot_.release(),
+                                               server->options_.hub.subscriber_queue_bytes_max);
       server->sessions_.emplace(id, session);
-      session->accept(std::move(request), server->options_.client_frame_bytes_max, server->options_.close_timeout);
+      session->accept(std::move(request), server->options_.client_frame_bytes_max, server->options_.close_timeout,
+                      server->options_.subscribe_timeout);
       return;
     }
     const bool keep_alive = request.keep_alive();
@@ -744,21 +821,35 @@ void HubServer::Impl::apply(resume::HubActions& actions) {
       LP_ASSERT_MSG(it != sessions_.end(), "the core sent to subscriber {} that the transport does not have",
                     send->subscriber);
       Session& session = *it->second;
+      if (!session.in_core()) continue;  // its outbox overflowed earlier in this batch
+      bool queued = true;
       if (const auto* data = std::get_if<resume::Data>(&send->frame)) {
         Frame frame = data_frame(session.channel(), data->message.seq);
         // The store mirrors the ring the core replays from: a miss is a bug here.
         LP_ASSERT_MSG(frame != nullptr, "no stored frame for {} seq {}", session.channel(), data->message.seq);
-        session.send(std::move(frame), true);
+        queued = session.send(std::move(frame), resume::frame_bytes(send->frame), true);
       } else if (const auto* reset = std::get_if<resume::Reset>(&send->frame)) {
         ++counters_.resets_by_kind[std::string{resume::to_string(reset->kind)}];
-        session.send(std::make_shared<const std::string>(encode_reset(*reset)), false);
+        queued = session.send(std::make_shared<const std::string>(encode_reset(*reset)), 0, false);
       } else {
-        session.send(std::make_shared<const std::string>(encode_ping(std::get<resume::Ping>(send->frame))), false);
+        queued = session.send(std::make_shared<const std::string>(encode_ping(std::get<resume::Ping>(send->frame))), 0,
+                              false);
+      }
+      if (!queued) {
+        ++counters_.outbox_overflows;
+        ++counters_.closes_by_code[resume::close_code::try_again_later];
+        log_(fmt::format("hub: closing subscriber {} of channel {} with 1013: outbox past its hard bound",
+                         session.id(), session.channel()));
+        hub_->on_disconnect(session.id(), monotonic_now());
+        session.mark_core_closed();
+        session.close(resume::close_code::try_again_later, "outbox full");
       }
     } else if (auto* close = std::get_if<resume::HubClose>(&action)) {
-      ++counters_.closes_by_code[close->code];
       const auto it = sessions_.find(close->subscriber);
       LP_ASSERT(it != sessions_.end());
+      if (!it->second->in_core()) continue;  // its outbox overflowed earlier in this batch
+      ++counters_.closes_by_code[close->code];
+      if (close->code == resume::close_code::protocol_error) ++counters_.protocol_errors;
       if (!shutting_down_ && !quiet_closes_) {
         log_(fmt::format("hub: closing subscriber {} of channel {} with {} ({})", close->subscriber,
                          it->second->channel(), close->code, close->reason));
@@ -824,10 +915,26 @@ void HubServer::Impl::on_client_text(Session& session, std::string_view text, bo
     hub_->subscribe(session.id(), *subscribe, now, actions);
   } else {
     if (!session.in_core()) return protocol_error("a pong before subscribe");
-    hub_->on_pong(session.id(), std::get<resume::Pong>(frame), now, actions);
+    resume::Pong pong = std::get<resume::Pong>(frame);
+    const uint64_t claimed = pong.consumed_bytes;
+    pong.consumed_bytes = session.take_credit(claimed);
+    if (pong.consumed_bytes != claimed) ++counters_.pong_credit_clamped;
+    hub_->on_pong(session.id(), pong, now, actions);
   }
   apply(actions);
   rearm();
+}
+
+void HubServer::Impl::close_unsubscribed(uint16_t code, const char* reason) {
+  for (auto& [id, session] : sessions_) {
+    if (!session->subscribed()) session->close(code, reason);
+  }
+}
+
+void HubServer::Impl::on_failed_by_beast(Session& session, uint16_t code, const std::string& why) {
+  ++counters_.protocol_errors;
+  ++counters_.closes_by_code[code];
+  log_(fmt::format("hub: subscriber {}: protocol error: {} (closed with {})", session.id(), why, code));
 }
 
 void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
@@ -876,8 +983,14 @@ std::string HubServer::Impl::metrics_text() const {
   metric("leaseproof_hub_refused_total", "counter", "TCP connections refused (over the limit).", counters_.refused);
   metric("leaseproof_hub_disconnects_total", "counter", "Connections the peer closed or that broke.",
          counters_.disconnects);
-  metric("leaseproof_hub_protocol_errors_total", "counter", "Frames that were not the protocol.",
-         counters_.protocol_errors);
+  metric("leaseproof_hub_protocol_errors_total", "counter",
+         "Frames that were not the protocol (closed with 1002, 1003, 1007 or 1009).", counters_.protocol_errors);
+  metric("leaseproof_hub_subscribe_timeouts_total", "counter", "Connections closed (1008) for not subscribing in time.",
+         counters_.subscribe_timeouts);
+  metric("leaseproof_hub_pong_credit_clamped_total", "counter",
+         "Pongs claiming more consumed bytes than were written to the socket (clamped).", counters_.pong_credit_clamped);
+  metric("leaseproof_hub_outbox_overflows_total", "counter", "Outboxes past their hard bound (closed with 1013).",
+         counters_.outbox_overflows);
   append_labelled_counter(out, "leaseproof_hub_closes_total", "Connections the hub closed, by close code.", "code",
                           counters_.closes_by_code);
   append_labelled_counter(out, "leaseproof_hub_resets_total", "Typed resets sent, by kind.", "kind",

@@ -58,6 +58,9 @@ struct HubServerOptions {
   // How long a closing connection may take to finish its close handshake
   // before its socket is closed without one.
   Duration close_timeout = Duration::from_s(2);
+  // A WebSocket that has not subscribed this long after its upgrade is
+  // closed with 1008: it would hold a connection slot for nothing.
+  Duration subscribe_timeout = Duration::from_s(10);
   // Channels and rings shared with other hubs through Redis (redis_ring.hpp);
   // port 0: in this process only. With a store, the epoch is the store's
   // (the first hub's `epoch`, or its wall clock).
@@ -83,7 +86,17 @@ struct HubServerCounters {
   uint64_t data_frames_written = 0;
   uint64_t ring_evictions = 0;
   uint64_t disconnects = 0;       // the peer closed or the connection broke
-  uint64_t protocol_errors = 0;   // frames that are not the protocol (closed 1002)
+  // Frames that are not the protocol: closed 1002 (not a frame of the wire
+  // format, a pong for a ping not outstanding), 1003 (binary), 1007 (text
+  // that is not UTF-8) or 1009 (larger than client_frame_bytes_max).
+  uint64_t protocol_errors = 0;
+  uint64_t subscribe_timeouts = 0;  // upgraded, never subscribed: closed 1008
+  // Pongs whose `consumed` exceeded the Data bytes written to the socket and
+  // not yet credited: clamped to those (a peer cannot have read the rest).
+  uint64_t pong_credit_clamped = 0;
+  // Outboxes past their hard bound (closed 1013); the credit rule keeps them
+  // within it, so a count here is a bug to report.
+  uint64_t outbox_overflows = 0;
   uint64_t http_requests = 0;
   std::map<uint16_t, uint64_t> closes_by_code;  // closes the hub decided
   std::map<std::string, uint64_t> resets_by_kind;

@@ -14,6 +14,10 @@
 //     deadline still runs from when it was sent).
 //   - A Pong claiming more than is queued is clamped (and marked): the peer's
 //     count is wrong, but closing it would not make the stream any safer.
+//     The transport clamps it first to the bytes it has written to the
+//     socket (runtime/hub_server.cpp): the core counts frames handed to the
+//     transport, which a peer that stops reading never receives.
+//   - A Pong for a ping not outstanding closes with 1002 (see on_pong).
 #include "core/resume/hub.hpp"
 
 #include <algorithm>
@@ -219,6 +223,24 @@ void Hub::on_pong(SubscriberId id, const Pong& pong, Instant now, HubActions& ou
   auto it = subscribers_.find(id);
   if (it == subscribers_.end()) return;  // closed already; the transport has not noticed yet
   Subscriber& subscriber = it->second;
+  // Pings are answered in order: an answer to this ping or a later one
+  // proves the peer is alive. A window update (ping 0) proves nothing.
+  // Only the pings up to the answered one: a later ping still outstanding
+  // keeps timing out from its own send time (with a round trip longer than
+  // the ping interval, the answer to one ping arrives after the next is sent).
+  // A pong naming a ping this subscriber has no answer outstanding for (never
+  // sent to it, or answered already) is not the protocol: a peer could keep
+  // itself alive with guessed ids while reading nothing.
+  auto answered = subscriber.unanswered.end();
+  if (pong.ping != 0) {
+    answered = std::find_if(subscriber.unanswered.begin(), subscriber.unanswered.end(),
+                            [&](const SentPing& sent) { return sent.id == pong.ping; });
+    if (answered == subscriber.unanswered.end()) {
+      out.push_back(HubMark{"hub.close_pong_unknown_ping"});
+      close(id, close_code::protocol_error, "pong for a ping not outstanding", out);
+      return;
+    }
+  }
   uint64_t consumed = pong.consumed_bytes;
   if (consumed > subscriber.queued_bytes) {
     out.push_back(HubMark{"hub.pong_overconsumed"});
@@ -235,16 +257,7 @@ void Hub::on_pong(SubscriberId id, const Pong& pong, Instant now, HubActions& ou
     consumed -= front.bytes;
     subscriber.queue.pop_front();
   }
-  // Pings are answered in order: an answer to this ping or a later one
-  // proves the peer is alive. A window update (ping 0) proves nothing.
-  // Only the pings up to the answered one: a later ping still outstanding
-  // keeps timing out from its own send time (with a round trip longer than
-  // the ping interval, the answer to one ping arrives after the next is sent).
-  if (pong.ping != 0) {
-    auto answered = subscriber.unanswered.begin();
-    while (answered != subscriber.unanswered.end() && answered->id <= pong.ping) ++answered;
-    subscriber.unanswered.erase(subscriber.unanswered.begin(), answered);
-  }
+  if (answered != subscriber.unanswered.end()) subscriber.unanswered.erase(subscriber.unanswered.begin(), answered + 1);
   touch(id, subscriber);
 }
 

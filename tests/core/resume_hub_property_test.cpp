@@ -128,6 +128,7 @@ struct Expect {
   std::map<SubscriberId, std::optional<Reset>> reset;
   bool timers = false;     // pings and 1006 closes
   bool close_all = false;  // 1012 to everyone
+  bool lie = false;        // a pong for a ping not outstanding: 1002
 };
 
 class HubWorld {
@@ -162,20 +163,28 @@ class HubWorld {
     if (peers_[id].open && expected.reset && !peers_[id].saw_reset) violation("subscriber {}: Reset missing", id);
   }
 
-  // `answer`: 0 window update, 1 the latest ping, 2 the oldest unanswered ping.
+  // `answer`: 0 window update, 1 the latest ping, 2 the oldest unanswered
+  // ping (a window update when every ping is answered), 3 a lie: a ping id
+  // never sent, which closes the peer with 1002.
   void pong(SubscriberId id, int answer, uint32_t consumed_permille) {
     Pong pong;
+    Expect expect;
     auto it = peers_.find(id);
     if (it != peers_.end() && it->second.open) {
       Peer& peer = it->second;
-      pong.ping = ping_to_answer(peer, answer);
       pong.consumed_bytes = peer.unreported * consumed_permille / 1000;
-      report(peer, pong);
+      if (answer == 3) {
+        pong.ping = (peer.pings.empty() ? 0 : peer.pings.back().first) + 1'000'000;
+        expect.lie = true;
+      } else {
+        pong.ping = ping_to_answer(peer, answer);
+        report(peer, pong);
+      }
     }
     HubActions out;
     hub_->on_pong(id, pong, now_, out);
-    Expect nothing;
-    absorb(out, nothing);
+    absorb(out, expect);
+    if (expect.lie && it->second.open) violation("subscriber {}: a pong for ping {} never sent left it open", id, pong.ping);
   }
 
   // Peers answer every ping at once, never, or each ping `delay` after it
@@ -250,13 +259,15 @@ class HubWorld {
     violations_.push_back(fmt::format("@{}ns: ", now_.ns()) + fmt::format(format, std::forward<Args>(args)...));
   }
 
+  // A live peer answers each ping once: 0 (a window update) when there is
+  // none left to answer.
   static uint64_t ping_to_answer(const Peer& peer, int answer) {
-    if (answer == 0 || peer.pings.empty()) return 0;
+    if (answer == 0 || peer.pings.empty() || peer.pings.back().first <= peer.answered_through) return 0;
     if (answer == 1) return peer.pings.back().first;
     for (const auto& [ping, sent] : peer.pings) {
       if (ping > peer.answered_through) return ping;
     }
-    return peer.pings.back().first;
+    return 0;
   }
 
   // The peer's report, applied to the observer's account of the hub's queue.
@@ -470,6 +481,8 @@ void HubWorld::on_close(const HubClose& close, Peer& peer, Expect& expect) {
     justified = !peer.queue.empty() && peer.queue.front().second + config_.write_deadline <= now_;
   } else if (close.code == close_code::service_restart) {
     justified = expect.close_all;
+  } else if (close.code == close_code::protocol_error) {
+    justified = expect.lie;
   }
   if (!justified) violation("subscriber {}: unjustified close {} ({})", id, close.code, reason);
   wanted.clear();
@@ -536,7 +549,7 @@ struct SubscribeAt : HubCommand {
 
 struct SendPong : HubCommand {
   SubscriberId id;
-  int answer = *rc::gen::inRange(0, 3);
+  int answer = *rc::gen::weightedElement<int>({{3, 0}, {3, 1}, {3, 2}, {1, 3}});
   uint32_t consumed_permille = *rc::gen::weightedElement<uint32_t>({{3, 1000}, {1, 0}, {1, 500}, {1, 333}});
   // Mostly the latest subscriber, which is the likeliest to be open: late
   // pongs answering one ping of several outstanding need an open peer.

@@ -509,6 +509,40 @@ TEST(ResumeHub, WindowUpdatesAloneDoNotProveThePeerAlive) {
   EXPECT_EQ(f.now, subscribed + 6_s);
 }
 
+// A pong must answer a ping this subscriber has outstanding: an id never
+// sent, another subscriber's ping, or an answer repeated is not the protocol
+// (a peer guessing ids could keep itself alive while reading nothing).
+TEST(ResumeHub, APongForAPingNotOutstandingClosesWith1002) {
+  enum class Lie { never_sent, another_subscribers, answered_twice };
+  for (const Lie lie : {Lie::never_sent, Lie::another_subscribers, Lie::answered_twice}) {
+    HubFixture f;
+    const Instant subscribed = f.now;
+    f.subscribe(1, "a", Position{7, 0});
+    f.subscribe(2, "a", Position{7, 0});
+    HubActions out = f.run_until(subscribed + 2_s);
+    const std::vector<uint64_t> mine = pings_to(out, 1), theirs = pings_to(out, 2);
+    ASSERT_EQ(mine.size(), 1u);
+    ASSERT_EQ(theirs.size(), 1u);
+    out.clear();
+    uint64_t claimed = 0;
+    switch (lie) {
+      case Lie::never_sent: claimed = std::max(mine[0], theirs[0]) + 1000; break;
+      case Lie::another_subscribers: claimed = theirs[0]; break;
+      case Lie::answered_twice:
+        f.hub.on_pong(1, Pong{mine[0], 0}, f.now, out);
+        ASSERT_TRUE(closes(out).empty());
+        claimed = mine[0];
+        break;
+    }
+    f.hub.on_pong(1, Pong{claimed, 0}, f.now, out);
+    ASSERT_EQ(closes(out).size(), 1u) << static_cast<int>(lie);
+    EXPECT_EQ(closes(out)[0].subscriber, 1u);
+    EXPECT_EQ(closes(out)[0].code, close_code::protocol_error);
+    EXPECT_STREQ(closes(out)[0].reason, "pong for a ping not outstanding");
+    EXPECT_EQ(f.hub.subscriber_count(), 1u);  // the other subscriber stays
+  }
+}
+
 TEST(ResumeHub, WriteDeadlineClosesAPeerThatAnswersPingsButReadsNothing) {
   HubFixture f;
   f.subscribe(1, "a", Position{7, 0});

@@ -16,9 +16,11 @@ PR_SET_PDEATHSIG), and its temporary directory removed.
 """
 
 import asyncio
+import base64
 import ctypes
 import json
 import os
+import socket
 import shutil
 import signal
 import subprocess
@@ -46,6 +48,13 @@ QUIET_S = 0.3  # "nothing more" means nothing but pings within this long
 HUB_START_TIMEOUT_S = 10
 CLOSE_SLACK_S = 1.0
 HUB_LOG_TAIL_BYTES = 4000
+SUBSCRIBE_TIMEOUT_S = 1.0
+QUEUE_BYTES = 1 << 20  # the hub's default --queue-bytes
+CLIENT_FRAME_MAX = 4096  # the hub's largest frame from a subscriber (runtime/hub_server.hpp)
+FLOOD_PUBLISH_COUNT = 4
+FLOOD_PUBLISH_BYTES = 64 * 1024
+FLOOD_ROUNDS_MAX = 100  # publishes of 256 KiB each at most; the hub closes the client long before
+OUTBOX_SLACK_BYTES = 64 * 1024  # JSON framing of the Data frames and control frames beside the queue bound
 
 
 class Failure(Exception):
@@ -171,6 +180,87 @@ class Subscriber:
             pass
 
 
+class RawClient:
+    """A WebSocket client on a bare socket (RFC 6455 framing written out here):
+    it sends frames a library would refuse to send (text that is not UTF-8,
+    pongs that lie) and reads only when a case asks it to, so it can stop
+    reading altogether. Blocking calls, each bounded by STEP_TIMEOUT_S."""
+
+    def __init__(self, port, receive_buffer=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:  # before connect, so the window stays small
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(STEP_TIMEOUT_S)
+        self.sock.connect(("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
+                          .encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise Failure("the hub closed the connection during the upgrade")
+            self.buffer += chunk
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise Failure(f"upgrade refused: {head[:200]!r}")
+
+    def send_frame(self, payload, opcode=0x1):
+        """One final frame, masked as a client's must be."""
+        n = len(payload)
+        if n < 126:
+            header = bytes([0x80 | opcode, 0x80 | n])
+        elif n < 1 << 16:
+            header = bytes([0x80 | opcode, 0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            header = bytes([0x80 | opcode, 0x80 | 127]) + n.to_bytes(8, "big")
+        mask = os.urandom(4)
+        self.sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    def send_json(self, frame):
+        self.send_frame(json.dumps(frame).encode())
+
+    def _read_exactly(self, n, deadline):
+        while len(self.buffer) < n:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def read_close(self, timeout_s):
+        """Reads frames until the hub's close frame: (code, reason), or (None, why)
+        when the connection ended without one. Failure if neither within timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                head = self._read_exactly(2, deadline)
+                if head is None:
+                    return None, "closed without a close frame"
+                length = head[1] & 0x7F
+                if length >= 126:
+                    extended = self._read_exactly(2 if length == 126 else 8, deadline)
+                    if extended is None:
+                        return None, "closed within a frame"
+                    length = int.from_bytes(extended, "big")
+                payload = self._read_exactly(length, deadline)
+                if payload is None:
+                    return None, "closed within a frame"
+                if head[0] & 0x0F == 0x8:
+                    code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+                    return code, payload[2:].decode(errors="replace")
+        except socket.timeout:
+            raise Failure(f"no close from the hub within {timeout_s}s") from None
+        except ConnectionResetError:
+            return None, "connection reset"
+
+    def close(self):
+        self.sock.close()
+
+
 class Hub:
     """The hub process and the HTTP/WebSocket helpers around it."""
 
@@ -189,7 +279,8 @@ class Hub:
                 # The default --replay-max (5000) must not exceed the ring: the hub refuses to start.
                 "--replay-max", str(RING_MESSAGES),
                 "--ping-interval", f"{int(PING_INTERVAL_S * 1000)}ms",
-                "--pong-timeout", f"{int(PONG_TIMEOUT_S * 1000)}ms", "--port-file", port_file]
+                "--pong-timeout", f"{int(PONG_TIMEOUT_S * 1000)}ms",
+                "--subscribe-timeout", f"{int(SUBSCRIBE_TIMEOUT_S * 1000)}ms", "--port-file", port_file]
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=die_with_parent)
@@ -469,6 +560,138 @@ async def case_binary_frame(hub, notes):
         raise Failure(f"1003 closes {closes_before} -> {closes_after}; expected +1")
 
 
+async def case_lying_pongs(hub, notes):
+    """A client that stops reading and claims in its pongs to have consumed
+    everything (10^12 bytes) cannot grow the hub's outbox past the queue bound:
+    the hub credits a pong only with what it wrote to the socket, so the
+    client's queue fills and it is closed with 1013."""
+    closes_before = await hub.metric('leaseproof_hub_closes_total{code="1013"}')
+    clamped_before = await hub.metric("leaseproof_hub_pong_credit_clamped_total")
+    liar = RawClient(hub.port, receive_buffer=4096)
+    try:
+        liar.send_json({"type": "subscribe", "channel": "flood"})
+        largest_outbox = 0
+        rounds = 0
+        for rounds in range(1, FLOOD_ROUNDS_MAX + 1):
+            status, text = await hub.http(
+                "POST", f"/publish?channel=flood&count={FLOOD_PUBLISH_COUNT}&size={FLOOD_PUBLISH_BYTES}", b"")
+            if status != 200:
+                raise Failure(f"publish to flood: HTTP {status}: {text}")
+            largest_outbox = max(largest_outbox, await hub.metric("leaseproof_hub_outbox_bytes"))
+            try:
+                liar.send_json({"type": "pong", "ping": 0, "consumed": 10 ** 12})
+            except OSError as error:  # the hub dropped it (its pings went unanswered): judged below
+                notes.append(f"the hub dropped the connection: {error}")
+                break
+            await asyncio.sleep(0.02)  # the hub reads the pong
+            if await hub.metric('leaseproof_hub_closes_total{code="1013"}') > closes_before:
+                break
+        closes_after = await hub.metric('leaseproof_hub_closes_total{code="1013"}')
+        clamped_after = await hub.metric("leaseproof_hub_pong_credit_clamped_total")
+    finally:
+        liar.close()
+    published_mib = rounds * FLOOD_PUBLISH_COUNT * FLOOD_PUBLISH_BYTES / (1 << 20)
+    notes.append(f"{published_mib:.0f} MiB published; largest outbox {largest_outbox} B; pongs clamped "
+                 f"{clamped_after - clamped_before}")
+    if largest_outbox > QUEUE_BYTES + OUTBOX_SLACK_BYTES:
+        raise Failure(f"the outbox grew to {largest_outbox} B, above the queue bound {QUEUE_BYTES} B + "
+                      f"{OUTBOX_SLACK_BYTES} B")
+    if closes_after != closes_before + 1:
+        raise Failure(f"1013 closes {closes_before} -> {closes_after} after {published_mib:.0f} MiB; expected +1")
+    if clamped_after <= clamped_before:
+        raise Failure("no pong was clamped: the lie never reached the hub")
+
+
+async def case_pong_for_unsent_ping(hub, notes):
+    """A pong naming a ping the hub never sent closes with 1002 (a client could
+    otherwise keep itself alive with guessed ids)."""
+    errors_before = await hub.metric("leaseproof_hub_protocol_errors_total")
+    client = RawClient(hub.port)
+    try:
+        client.send_json({"type": "subscribe", "channel": CHANNEL, "after": position(EPOCH, hub.top)})
+        client.send_json({"type": "pong", "ping": 10 ** 9, "consumed": 0})
+        code, reason = client.read_close(STEP_TIMEOUT_S)
+    finally:
+        client.close()
+    if code != 1002:
+        raise Failure(f"expected a close frame with 1002, got {code} {reason!r}")
+    notes.append(f"close frame: {code} {reason!r}")
+    errors_after = await hub.metric("leaseproof_hub_protocol_errors_total")
+    if errors_after != errors_before + 1:
+        raise Failure(f"protocol errors {errors_before} -> {errors_after}; expected +1")
+
+
+async def case_no_subscribe(hub, notes):
+    """A WebSocket that never subscribes is closed with 1008 after --subscribe-timeout."""
+    timeouts_before = await hub.metric("leaseproof_hub_subscribe_timeouts_total")
+    client = RawClient(hub.port)
+    opened = time.monotonic()
+    try:
+        code, reason = client.read_close(SUBSCRIBE_TIMEOUT_S + CLOSE_SLACK_S)
+    finally:
+        client.close()
+    after_s = time.monotonic() - opened
+    if code != 1008:
+        raise Failure(f"expected a close frame with 1008, got {code} {reason!r}")
+    if after_s < SUBSCRIBE_TIMEOUT_S - 0.1:
+        raise Failure(f"closed after {after_s:.2f}s, before --subscribe-timeout ({SUBSCRIBE_TIMEOUT_S}s)")
+    notes.append(f"closed after {after_s:.2f}s: {code} {reason!r}")
+    timeouts_after = await hub.metric("leaseproof_hub_subscribe_timeouts_total")
+    if timeouts_after != timeouts_before + 1:
+        raise Failure(f"subscribe timeouts {timeouts_before} -> {timeouts_after}; expected +1")
+
+
+async def closed_by_library(hub, frame, want_code):
+    errors_before = await hub.metric("leaseproof_hub_protocol_errors_total")
+    closes_before = await hub.metric(f'leaseproof_hub_closes_total{{code="{want_code}"}}')
+    client = RawClient(hub.port)
+    try:
+        client.send_frame(frame)
+        code, reason = client.read_close(STEP_TIMEOUT_S)
+    finally:
+        client.close()
+    if code != want_code:
+        raise Failure(f"expected a close frame with {want_code}, got {code} {reason!r}")
+    await asyncio.sleep(0.05)  # the hub counts it once its read fails; the close frame went first
+    errors_after = await hub.metric("leaseproof_hub_protocol_errors_total")
+    closes_after = await hub.metric(f'leaseproof_hub_closes_total{{code="{want_code}"}}')
+    if errors_after != errors_before + 1 or closes_after != closes_before + 1:
+        raise Failure(f"protocol errors {errors_before} -> {errors_after}, {want_code} closes {closes_before} -> "
+                      f"{closes_after}; expected +1 each")
+
+
+async def case_invalid_utf8(hub, notes):
+    """A text frame that is not UTF-8 closes with 1007, counted as a protocol error."""
+    await closed_by_library(hub, b'{"type":"subscribe","channel":"\xff"}', 1007)
+
+
+async def case_frame_too_big(hub, notes):
+    """A frame larger than the hub reads from a subscriber closes with 1009, counted as a protocol error."""
+    await closed_by_library(hub, b" " * (CLIENT_FRAME_MAX + 1), 1009)
+
+
+async def case_shutdown_closes_unsubscribed(hub, notes):
+    """SIGTERM closes a connection that never subscribed with 1001 at once, and
+    the hub exits without waiting for it. Last: it stops the hub."""
+    client = RawClient(hub.port)
+    try:
+        signalled = time.monotonic()
+        hub.process.send_signal(signal.SIGTERM)
+        code, reason = client.read_close(CLOSE_SLACK_S)
+    finally:
+        client.close()
+    if code != 1001:
+        raise Failure(f"expected a close frame with 1001, got {code} {reason!r}")
+    try:
+        await asyncio.to_thread(hub.process.wait, 2 * CLOSE_SLACK_S)
+    except subprocess.TimeoutExpired:
+        raise Failure(f"the hub still runs {2 * CLOSE_SLACK_S}s after SIGTERM") from None
+    exited_s = time.monotonic() - signalled
+    if hub.process.returncode != 0:
+        raise Failure(f"the hub exited with {hub.process.returncode} after SIGTERM")
+    notes.append(f"closed {code} {reason!r}; the hub exited 0 after {exited_s:.2f}s")
+
+
 CASES = [
     ("live_from_start", case_live_from_start),
     ("resume_after_seq_3", case_resume_after_seq3),
@@ -478,33 +701,47 @@ CASES = [
     ("ping_pong_liveness", case_ping_pong),
     ("malformed_frame_closes_1002", case_malformed_frame),
     ("binary_frame_closes_1003", case_binary_frame),
+    ("lying_pongs_cannot_grow_the_outbox", case_lying_pongs),
+    ("pong_for_a_ping_never_sent_closes_1002", case_pong_for_unsent_ping),
+    ("no_subscribe_closes_1008", case_no_subscribe),
+    ("invalid_utf8_closes_1007", case_invalid_utf8),
+    ("frame_too_big_closes_1009", case_frame_too_big),
 ]
+LAST_CASE = ("shutdown_closes_unsubscribed_1001", case_shutdown_closes_unsubscribed)
+
+
+async def run_case(hub, name, case):
+    """Runs one case and prints its result; returns 1 if it failed."""
+    failed = 0
+    notes = []
+    try:
+        await asyncio.wait_for(case(hub, notes), CASE_TIMEOUT_S)
+        print(f"ok {name}", flush=True)
+    except Failure as error:
+        failed += 1
+        print(f"FAIL {name}: {error}", flush=True)
+    except asyncio.TimeoutError:
+        failed += 1
+        print(f"FAIL {name}: did not finish within {CASE_TIMEOUT_S}s", flush=True)
+    except Exception as error:  # a case's own crash is a failure too, with its cause
+        failed += 1
+        print(f"FAIL {name}: {type(error).__name__}: {error}", flush=True)
+    for note in notes:
+        print(f"note {name}: {note}", flush=True)
+    await hub.close_subscribers()
+    return failed
 
 
 async def run_cases(hub):
     failed = 0
     for name, case in CASES:
-        notes = []
-        try:
-            await asyncio.wait_for(case(hub, notes), CASE_TIMEOUT_S)
-            print(f"ok {name}", flush=True)
-        except Failure as error:
-            failed += 1
-            print(f"FAIL {name}: {error}", flush=True)
-        except asyncio.TimeoutError:
-            failed += 1
-            print(f"FAIL {name}: did not finish within {CASE_TIMEOUT_S}s", flush=True)
-        except Exception as error:  # a case's own crash is a failure too, with its cause
-            failed += 1
-            print(f"FAIL {name}: {type(error).__name__}: {error}", flush=True)
-        for note in notes:
-            print(f"note {name}: {note}", flush=True)
-        await hub.close_subscribers()
+        failed += await run_case(hub, name, case)
     if hub.process.poll() is not None:
         failed += 1
         print(f"FAIL hub_survived: the hub exited with {hub.process.returncode}", flush=True)
     else:
         print("ok hub_survived", flush=True)
+    failed += await run_case(hub, *LAST_CASE)
     return failed
 
 

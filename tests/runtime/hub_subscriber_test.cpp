@@ -90,6 +90,10 @@ TEST(HubAndSubscribers, EveryClientRecordsEveryMessageOnceInOrder) {
   EXPECT_EQ(s.first_cursor, (resume::Position{1, 50}));
   EXPECT_TRUE(s.resets_by_kind.empty());  // epoch 1 is the hub's first: a fresh subscriber loses nothing
   EXPECT_EQ(f.hub->counters().data_frames_written, 150u);
+  // An honest client's pongs never claim more than was written to it.
+  EXPECT_EQ(f.hub->counters().pong_credit_clamped, 0u);
+  EXPECT_EQ(f.hub->counters().outbox_overflows, 0u);
+  EXPECT_EQ(f.hub->counters().protocol_errors, 0u);
 }
 
 TEST(HubAndSubscribers, ASinkFileResumesAfterItsLastLineAndCutsATornOne) {
