@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <deque>
+#include <optional>
 #include <random>
 #include <system_error>
 
@@ -69,33 +71,68 @@ class Sink {
   }
 
  private:
-  // Reads the last complete line; cuts off a torn one (a crash mid-append).
+  // Reads the file through, checking every line, in bounded memory: each
+  // complete line must be "<epoch> <seq>" (decimal, epoch 1..2^64-1, seq
+  // 1..2^63-1). A last line without its newline is a crash mid-append and is
+  // cut off, but only if it is the start of such a line. Anything else (a
+  // JSON file, random bytes) is not a sink: refused with the line number,
+  // and the file is left as it was.
   void recover() {
-    std::string text;
-    char chunk[65536];
+    static constexpr size_t kLineMax = 20 + 1 + 19;  // the longest valid line, without its newline
     if (::lseek(fd_, 0, SEEK_SET) < 0) throw std::system_error(errno, std::generic_category(), "sink seek");
+    auto refuse = [&](uint64_t line, std::string_view why) {
+      throw std::invalid_argument(fmt::format(
+          "sink {}: line {} {}; a sink holds only lines '<epoch> <seq>' (refusing to touch a file that is not one)",
+          path_, line, why));
+    };
+    std::string partial;       // the current line so far (at most kLineMax bytes)
+    uint64_t line_number = 1;  // of `partial`
+    off_t complete_end = 0;    // offset just past the last complete line
+    off_t offset = 0;
+    char chunk[65536];
     for (;;) {
       const ssize_t n = ::read(fd_, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) throw std::system_error(errno, std::generic_category(), fmt::format("sink {}: read", path_));
       if (n == 0) break;
-      text.append(chunk, static_cast<size_t>(n));
-    }
-    const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-    if (complete != text.size()) {
-      if (::ftruncate(fd_, static_cast<off_t>(complete)) != 0) {
-        throw std::system_error(errno, std::generic_category(), fmt::format("sink {}: truncate", path_));
+      for (ssize_t i = 0; i < n; ++i, ++offset) {
+        const char c = chunk[i];
+        if (c != '\n') {
+          if (partial.size() == kLineMax) refuse(line_number, fmt::format("is longer than {} bytes", kLineMax));
+          if (c != ' ' && (c < '0' || c > '9')) refuse(line_number, "holds a byte other than a digit or a space");
+          partial.push_back(c);
+          continue;
+        }
+        const auto position = parse_line(partial);
+        if (!position) refuse(line_number, fmt::format("'{}' is not '<epoch> <seq>' in range", partial));
+        last_ = *position;
+        complete_end = offset + 1;
+        partial.clear();
+        ++line_number;
       }
-      text.resize(complete);
     }
-    if (complete == 0) return;
-    const size_t begin = text.rfind('\n', complete - 2) == std::string::npos ? 0 : text.rfind('\n', complete - 2) + 1;
-    unsigned long long epoch = 0;
-    long long seq = 0;
-    if (std::sscanf(text.c_str() + begin, "%llu %lld", &epoch, &seq) != 2 || seq < 0) {
-      throw std::invalid_argument(fmt::format("sink {}: the last line is not '<epoch> <seq>'", path_));
+    if (partial.empty()) return;
+    // A torn last line: digits, at most one space, nothing more.
+    if (std::count(partial.begin(), partial.end(), ' ') > 1 || partial.front() == ' ') {
+      refuse(line_number, fmt::format("'{}' (no newline) is not the start of '<epoch> <seq>'", partial));
     }
-    last_ = resume::Position{epoch, seq};
+    if (::ftruncate(fd_, complete_end) != 0) {
+      throw std::system_error(errno, std::generic_category(), fmt::format("sink {}: truncate", path_));
+    }
+  }
+
+  // "<epoch> <seq>" with both in range; nullopt otherwise.
+  static std::optional<resume::Position> parse_line(std::string_view line) {
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    uint64_t epoch = 0;
+    int64_t seq = 0;
+    const char* end = line.data() + line.size();
+    const auto [epoch_end, epoch_ec] = std::from_chars(line.data(), line.data() + space, epoch);
+    if (epoch_ec != std::errc{} || epoch_end != line.data() + space || epoch == 0) return std::nullopt;
+    const auto [seq_end, seq_ec] = std::from_chars(line.data() + space + 1, end, seq);
+    if (seq_ec != std::errc{} || seq_end != end || seq < 1) return std::nullopt;
+    return resume::Position{epoch, seq};
   }
 
   std::string path_;
