@@ -394,11 +394,18 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
 
 void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunResult& result) {
   const StreamOptions& s = o.stream;
-  // Liveness: with publishing over a minute before the end and faults
-  // healed, every connection still STARTED has recorded everything.
+  // Liveness: once publishing has ended, the faults have healed and the last
+  // stream fault is over, a minute of quiet before the end means every
+  // connection still STARTED has recorded everything (what was published
+  // after the heal included).
   std::set<std::string, std::less<>> caught_up;
-  const Duration published_until = std::min(s.published_until(o.healed_at()), o.duration);
-  if (o.duration - published_until >= Duration::from_min(1) && published_until <= o.healed_at()) {
+  Duration quiet_from = std::max(std::min(s.published_until(o.healed_at()), o.duration), o.healed_at());
+  for (const Duration at : s.hub_crashes) quiet_from = std::max(quiet_from, at + s.hub_down);
+  for (const Duration at : s.mass_closes) quiet_from = std::max(quiet_from, at);
+  for (const Duration at : s.crash_while_recording) quiet_from = std::max(quiet_from, at + o.restart_after);
+  for (const TimedFault& f : s.hub_slow) quiet_from = std::max(quiet_from, f.at + f.length);
+  for (const TimedFault& f : s.cuts) quiet_from = std::max(quiet_from, f.at + f.length);
+  if (o.duration - quiet_from >= Duration::from_min(1)) {
     std::set<uint32_t> stopped;
     for (const ConnectionStop& stop : o.stops) stopped.insert(stop.connection);
     for (uint32_t i = 0; i < o.connections; ++i) {
@@ -424,6 +431,7 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
   result.counters.emplace_back("stream.recorded", streaming.exactly_once.records());
   result.counters.emplace_back("stream.declared_lost", streaming.exactly_once.excused_messages());
   result.counters.emplace_back("stream.not_recorded_by_end", streaming.exactly_once.not_yet_recorded());
+  result.counters.emplace_back("stream.required_to_catch_up", caught_up.size());
   result.counters.emplace_back("stream.dead_peers_cut", streaming.dead_peers->cut());
   result.counters.emplace_back("stream.queue_peak_bytes", streaming.hub.queue_peak_bytes);
   for (const auto& [kind, count] : streaming.exactly_once.resets_by_kind()) {

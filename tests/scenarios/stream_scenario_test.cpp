@@ -101,6 +101,22 @@ TEST(StreamScenario, EveryPublishedMessageIsRecordedDeclaredLostOrNotYetRecorded
   EXPECT_NE(result.summary.find("not recorded by the end"), std::string::npos) << result.summary;
 }
 
+// The catch-up requirement holds whenever the end is quiet for a minute,
+// also when publishing ends a moment after the heal: it was skipped then, and
+// a connection that recorded nothing for two quiet minutes passed.
+TEST(StreamScenario, PublishingPastTheHealStillRequiresEveryConnectionToCatchUp) {
+  const json params = {{"heal_at", "1m"}, {"stream", {{"publish_until", "61s"}}}};
+  const RunResult result = run("stream-steady", 1, params, Duration::from_min(3) + Duration::from_s(30));
+  EXPECT_TRUE(result.passed()) << violations(result);
+  EXPECT_EQ(count(result, "stream.required_to_catch_up"), count(result, "control.started"));
+  EXPECT_GT(count(result, "stream.required_to_catch_up"), 0u);
+  EXPECT_EQ(count(result, "stream.not_recorded_by_end"), 0u);
+  // Fewer than a minute of quiet: nothing is required.
+  const RunResult short_quiet = run("stream-steady", 1, {{"heal_at", "1m"}, {"stream", {{"publish_until", "151s"}}}},
+                                    Duration::from_min(3) + Duration::from_s(30));
+  EXPECT_EQ(count(short_quiet, "stream.required_to_catch_up"), 0u);
+}
+
 TEST(StreamScenario, WorkersCrashingWithARecordWriteInFlightLoseAndDuplicateNothing) {
   const RunResult result = run("stream-crash-recording", 1, json::object(), Duration::from_min(6));
   EXPECT_TRUE(result.passed()) << violations(result);
