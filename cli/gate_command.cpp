@@ -6,6 +6,7 @@
 #include "cli/gate_command.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -257,10 +258,14 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
       ->type_name("N");
+  // Empty until given: the default depends on --params and --config.
+  args.run.scenario.clear();
   gate->add_option("--scenario", args.run.scenario,
-                   "Scenario name, or several comma-separated: new seeds take them in turn, each with its own duration")
-      ->capture_default_str()
-      ->type_name("NAME[,NAME...]");
+                   fmt::format("Scenario name, or several comma-separated (NAME*K: K of every turn): new seeds take "
+                               "them in turn, each with its own duration (default: {}; lease-swarm alone with "
+                               "--params or --config)",
+                               kDefaultGateScenarios))
+      ->type_name("NAME[*K][,NAME...]");
   gate->add_option("--duration", args.run.duration, "Simulated time per run (default: the scenario's)")
       ->type_name("DURATION");
   add_parameter_flags(gate, args.run);
@@ -281,16 +286,36 @@ CLI::App* add_gate_command(CLI::App& app, GateArgs& args) {
   return gate;
 }
 
-int gate_command(const GateArgs& args) {
-  // One scenario, or several new seeds take in turn ("lease-swarm,registry-swarm").
+int gate_command(const GateArgs& given) {
+  GateArgs args = given;
+  const nlohmann::json parameters = scenario_parameters(args.run);
+  if (args.run.scenario.empty()) {
+    args.run.scenario = args.run.params.empty() && args.run.config_path.empty() ? std::string{kDefaultGateScenarios}
+                                                                               : std::string{"lease-swarm"};
+  }
+  // One scenario, or several new seeds take in turn ("lease-swarm,registry-swarm");
+  // NAME*K takes K consecutive seeds of every turn.
   std::vector<const scenarios::Scenario*> scenario_list;
+  std::vector<size_t> turn;  // index into scenario_list, per seed of a turn
   for (size_t begin = 0; begin <= args.run.scenario.size();) {
     const size_t comma = std::min(args.run.scenario.find(',', begin), args.run.scenario.size());
-    const scenarios::Scenario* one = &parse_scenario(args.run.scenario.substr(begin, comma - begin));
+    std::string_view entry = std::string_view{args.run.scenario}.substr(begin, comma - begin);
+    uint64_t weight = 1;
+    if (const size_t star = entry.find('*'); star != std::string_view::npos) {
+      const std::string_view digits = entry.substr(star + 1);
+      const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), weight);
+      if (error != std::errc{} || end != digits.data() + digits.size() || weight < 1 || weight > 100) {
+        throw UsageError{fmt::format("--scenario: '{}': the weight after '*' must be a whole number from 1 to 100",
+                                     entry)};
+      }
+      entry = entry.substr(0, star);
+    }
+    const scenarios::Scenario* one = &parse_scenario(std::string{entry});
     if (std::find(scenario_list.begin(), scenario_list.end(), one) != scenario_list.end()) {
       throw UsageError{fmt::format("--scenario: '{}' is listed twice", one->name)};
     }
     scenario_list.push_back(one);
+    turn.insert(turn.end(), weight, scenario_list.size() - 1);
     begin = comma + 1;
   }
   const bool combined = scenario_list.size() > 1;
@@ -309,18 +334,37 @@ int gate_command(const GateArgs& args) {
   for (const Duration d : durations) duration_text += (duration_text.empty() ? "" : ",") + format_duration(d);
   const std::optional<Duration> budget =
       args.budget.empty() ? std::nullopt : std::optional{parse_positive_duration(args.budget, "--budget")};
-  const nlohmann::json parameters = scenario_parameters(args.run);
-  if (combined && !parameters.empty()) {
+  if (combined && (!args.run.params.empty() || !args.run.config_path.empty())) {
     throw UsageError{fmt::format("--params: a combined gate (--scenario {}) runs each scenario with its own "
                                  "defaults; parameters belong to a gate of one scenario",
                                  args.run.scenario)};
+  }
+  // A combined gate's --expiry and --algorithm go to the scenarios that take
+  // them (the lease scenarios); the others run their defaults.
+  std::vector<nlohmann::json> scenario_parameters_of(scenario_list.size(), parameters);
+  if (combined && !parameters.empty()) {
+    bool taken = false;
+    for (size_t k = 0; k < scenario_list.size(); ++k) {
+      scenarios::RunConfig config;
+      config.seed = first_seed;
+      config.duration = durations[k];
+      config.parameters = parameters;
+      if (scenario_list[k]->validate && !scenario_list[k]->validate(config).empty()) {
+        scenario_parameters_of[k] = nlohmann::json::object();
+      } else {
+        taken = true;
+      }
+    }
+    if (!taken) {
+      throw UsageError{fmt::format("--expiry/--algorithm: none of the scenarios {} takes them", args.run.scenario)};
+    }
   }
   if (!combined) {
     validate_seeds(scenario, first_seed, args.seeds, duration, parameters);
   } else {
     for (uint64_t i = 0; i < args.seeds; ++i) {
-      validate_seeds(*scenario_list[i % scenario_list.size()], first_seed + i, 1, durations[i % scenario_list.size()],
-                     parameters);
+      const size_t k = turn[i % turn.size()];
+      validate_seeds(*scenario_list[k], first_seed + i, 1, durations[k], scenario_parameters_of[k]);
     }
   }
   // Output files are checked before anything runs: a gate that cannot
@@ -353,8 +397,9 @@ int gate_command(const GateArgs& args) {
   const size_t regressions = runs.size();
   for (uint64_t i = 0; i < args.seeds; ++i) {
     if (shard && i % shard->count != shard->index - 1) continue;
-    const size_t k = i % scenario_list.size();
-    runs.push_back({std::string{scenario_list[k]->name}, first_seed + i, durations[k], parameters, false});
+    const size_t k = turn[i % turn.size()];
+    runs.push_back({std::string{scenario_list[k]->name}, first_seed + i, durations[k], scenario_parameters_of[k],
+                    false});
   }
   const uint64_t new_seeds = runs.size() - regressions;
   const uint64_t min_seeds = std::min(args.min_seeds, new_seeds);
@@ -396,7 +441,7 @@ int gate_command(const GateArgs& args) {
   const double seconds = seconds_since(start);
 
   uint64_t counts[2][2] = {};  // [regression][failed]
-  uint64_t inconclusive = 0;   // passed, but ended before their recovery bound could be judged
+  uint64_t inconclusive = 0;   // passed, but owned nothing or ended before their recovery bound could be judged
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!outcomes[i].ran) continue;
     const scenarios::RunResult& result = outcomes[i].result;
@@ -464,7 +509,8 @@ int gate_command(const GateArgs& args) {
   if (failed > 0) {
     fmt::print("gate: FAIL ({} failing runs)\n", failed);
   } else if (status == 0 && inconclusive > 0) {
-    fmt::print("gate: INCONCLUSIVE ({} of the passing runs ended before their recovery bound could be judged)\n",
+    fmt::print("gate: INCONCLUSIVE ({} of the passing runs owned no connection or ended before their recovery bound "
+               "could be judged)\n",
                inconclusive);
     status = kExitInconclusive;
   } else {
@@ -588,7 +634,8 @@ int merge_gate_shards_checked(const std::vector<std::string>& directories, const
     return kExitFailed;
   }
   if (inconclusive > 0) {
-    fmt::print("gate: INCONCLUSIVE ({} of the passing runs ended before their recovery bound could be judged)\n",
+    fmt::print("gate: INCONCLUSIVE ({} of the passing runs owned no connection or ended before their recovery bound "
+               "could be judged)\n",
                inconclusive);
     return kExitInconclusive;
   }

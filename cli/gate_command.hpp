@@ -2,12 +2,18 @@
 // `leaseproof gate`: the CI property gate (docs/ci-gate.md).
 
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "cli/cli_common.hpp"
 
 namespace leaseproof::cli {
+
+// What `gate` runs without --scenario, --params or --config: the lease swarm
+// for eight seeds of every ten, then one seed each of the reconnect wave (the
+// only scenario a missing reconnect jitter fails) and the registry swarm.
+inline constexpr std::string_view kDefaultGateScenarios = "lease-swarm*8,stream-wave,registry-swarm";
 
 struct GateArgs {
   RunArgs run;              // --scenario, --duration and the parameter flags

@@ -85,7 +85,10 @@ void print_result(const scenarios::RunResult& result, double wall_seconds, doubl
   constexpr size_t kShown = 10;
   for (size_t i = 0; i < result.violations.size() && i < kShown; ++i) fmt::print("violation: {}\n", result.violations[i]);
   const uint64_t found = result.violations.size() + result.violations_unlisted;
-  if (found > kShown) fmt::print("... and {} more violations\n", found - std::min(kShown, result.violations.size()));
+  if (found > kShown) {
+    fmt::print("... and {} more violations (each checker's line above counts its own)\n",
+               found - std::min(kShown, result.violations.size()));
+  }
   if (result.passed() && !result.inconclusive.empty()) fmt::print("inconclusive: {}\n", result.inconclusive);
   fmt::print("verdict: {}\n", result.verdict());
   fmt::print("trace hash: {}\n", leaseproof::sim::format_hash(result.trace_hash));

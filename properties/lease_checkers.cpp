@@ -118,8 +118,10 @@ void LeaseCheckers::observe(const sim::TraceEvent& event) {
     case sim::EventKind::timeout:
       // Four events in five; none changes who acts or opens a fault window.
       // The tracker still takes the node's clock readings (for reports).
+      // Timeouts are counted against the watcher's bound's assumption.
       tracker_.apply(event);
       if (event.kind == sim::EventKind::send) ownership_.on_send(event);
+      if (event.kind == sim::EventKind::timeout) recovery_.on_timeout(event);
       return;
     default: break;
   }

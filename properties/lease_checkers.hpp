@@ -145,7 +145,10 @@ class ActingTracker {
 // checkpoint or record is accepted by DynamoDB under a stale epoch (an epoch
 // below the item's, as DynamoDB's "dynamo.item" notes give it), whoever sent
 // it, nor from a worker that is not the connection's latest acquirer in
-// DynamoDB's own order of applied writes.
+// DynamoDB's own order of applied writes; (3) every tenure opens under an
+// epoch above every earlier tenure's of its connection (lease.open notes;
+// not judged for the articles' algorithm, which has no epoch:
+// set_tenure_epochs_judged(false)).
 // Hub-side session overlaps are figures, not violations.
 class OwnershipChecker {
  public:
@@ -165,6 +168,9 @@ class OwnershipChecker {
   // than the item's that DynamoDB refused (the fence at work).
   uint64_t writes_judged_by_epoch() const { return writes_judged_by_epoch_; }
   uint64_t stale_epoch_refused() const { return stale_epoch_refused_; }
+  // Tenures whose epoch was compared with an earlier tenure's of their connection.
+  uint64_t tenures_judged_by_epoch() const { return tenures_judged_by_epoch_; }
+  void set_tenure_epochs_judged(bool judged) { tenure_epochs_judged_ = judged; }
   uint64_t overlaps_checked() const { return overlaps_checked_; }
   // DynamoDB notes whose message id matched no lease.request (value 0 included).
   uint64_t unmatched_dynamodb_notes() const { return unmatched_dynamodb_notes_; }
@@ -238,6 +244,7 @@ class OwnershipChecker {
   void on_dynamodb(const sim::TraceEvent& event);
   void check_write(const Request& request, Instant at, uint64_t message);
   void on_item_note(const sim::TraceEvent& event);
+  void on_open(const sim::TraceEvent& event);
   void on_upstream(const sim::TraceEvent& event);
   void violation(std::string text);
   std::string name(WorkerIdentity worker) const;
@@ -260,6 +267,14 @@ class OwnershipChecker {
   uint64_t writes_checked_ = 0;
   uint64_t writes_judged_by_epoch_ = 0;
   uint64_t stale_epoch_refused_ = 0;
+  uint64_t tenures_judged_by_epoch_ = 0;
+  bool tenure_epochs_judged_ = true;
+  struct Tenure {
+    WorkerIdentity worker;
+    uint64_t epoch = 0;
+    Instant opened_at;
+  };
+  std::unordered_map<std::string, Tenure, TextHash, std::equal_to<>> highest_tenure_;  // never iterated
   // The last applied write's message and connection: DynamoDB's item note
   // for it follows at once.
   uint64_t last_applied_message_ = 0;
@@ -313,6 +328,10 @@ struct OwnerlessGap {
   // path otherwise (RecoveryChecker::set_watcher_bounds).
   enum class Path : uint8_t { sweep, watcher };
   Path path = Path::sweep;
+  // Requests about this connection (any worker's) that timed out during the
+  // gap. The watcher's bound counts two; a gap with more is judged by the
+  // sweep's bound instead (RecoveryChecker::kWatcherTimeoutsAssumed).
+  uint64_t watcher_timeouts = 0;
   Verdict verdict = Verdict::pending;
   std::string excuse;  // the excusing window's label
 };
@@ -370,11 +389,22 @@ class RecoveryChecker {
   // worker watched (lease.watch notes) is judged by `bounds`' entry for its
   // cause when there is one, by the constructor's (the sweep's path) else.
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { watcher_bounds_ = std::move(bounds); }
+  // The watcher's bound counts kWatcherTimeoutsAssumed timed-out requests.
+  // A watched gap during which more requests about its connection
+  // (lease.request notes, any worker's: the watchers' reads, the winning
+  // acquire and its reads) timed out (message loss does this) is beyond that
+  // assumption: the sweep's bound judges it, the path that recovers the
+  // lease when the watch is slow. Counted.
+  static constexpr uint64_t kWatcherTimeoutsAssumed = 2;
+  uint64_t gaps_past_watcher_timeouts() const { return gaps_past_watcher_timeouts_; }
+  // STARTED connections that had an acting owner at some instant of the run.
+  uint64_t connections_owned() const { return connections_owned_; }
   const RecoveryBound* bound_for(const OwnerlessGap& gap) const;
   // Whether the watcher's bound judges it (its cause has one, and a watcher
   // was armed throughout).
   bool judged_by_watcher(const OwnerlessGap& gap) const {
-    return gap.path == OwnerlessGap::Path::watcher && watcher_bounds_.contains(gap.cause);
+    return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts <= kWatcherTimeoutsAssumed &&
+           watcher_bounds_.contains(gap.cause);
   }
   // "watcher's" or "sweep's": whose bound judges it; empty when its cause
   // has one bound only.
@@ -403,10 +433,12 @@ class RecoveryChecker {
     bool started = false;
     Instant started_at;
     bool owned_since_started = false;
+    bool ever_owned = false;
     std::optional<OwnerlessGap> open_gap;  // moves to gaps_ when it ends
     std::set<NodeId> armed;                // workers watching it (lease.watch)
     std::set<NodeId> gap_watchers;         // of those, armed since the open gap began
     std::optional<Instant> watcher_left;   // when the last of gap_watchers disarmed
+    std::vector<uint64_t> watched_requests;  // keys of watched_requests_ for the open gap
   };
   struct OpenWindow {
     Instant start;
@@ -430,6 +462,9 @@ class RecoveryChecker {
   // Ends every watch of `node` (it crashed or exited).
   void disarm_all(NodeId node, Instant at);
   void on_fault_event(const sim::TraceEvent& event);
+  void on_request(const sim::TraceEvent& event);
+  void on_timeout(const sim::TraceEvent& event);
+  void forget_watched_requests(ConnectionView& view);
   void open_window(WindowKey key, Instant at);
   void close_window(WindowKey key, Instant at, std::string label);
   const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
@@ -441,9 +476,14 @@ class RecoveryChecker {
   NodeNamer names_;
   std::map<GapCause, RecoveryBound> bounds_;
   std::map<GapCause, RecoveryBound> watcher_bounds_;
+  // Requests (message ids) about a connection sent while its gap is open:
+  // their timeouts count against the watcher's bound.
+  std::unordered_map<uint64_t, std::string> watched_requests_;
+  uint64_t gaps_past_watcher_timeouts_ = 0;
+  uint64_t connections_owned_ = 0;
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
   ActingTracker* tracker_;
-  std::map<std::string, ConnectionView> connections_;
+  std::map<std::string, ConnectionView, std::less<>> connections_;
   std::set<std::string> touched_;
   std::vector<OwnerlessGap> gaps_;
   std::vector<FaultWindow> windows_;

@@ -88,7 +88,33 @@ void OwnershipChecker::after_apply(const sim::TraceEvent& event) {
     on_dynamodb(event);
   } else if (event.label == "dynamo.item") {
     on_item_note(event);
+  } else if (event.label == "lease.open") {
+    on_open(event);
   }
+}
+
+// "<connection> <epoch>": the tracker reports a malformed one.
+void OwnershipChecker::on_open(const sim::TraceEvent& event) {
+  const text::Words words = text::split_words(event.detail);
+  const std::optional<uint64_t> epoch = words.size() == 2 ? text::parse_u64(words[1]) : std::nullopt;
+  if (!epoch || !tenure_epochs_judged_) return;
+  const WorkerIdentity worker = tracker_->identity_of(event.node);
+  const auto found = highest_tenure_.find(words[0]);
+  if (found == highest_tenure_.end()) {
+    highest_tenure_.emplace(std::string(words[0]), Tenure{worker, *epoch, event.true_time});
+    return;
+  }
+  ++tenures_judged_by_epoch_;
+  Tenure& highest = found->second;
+  if (*epoch <= highest.epoch) {
+    violation(fmt::format("single ownership: tenure opened under an epoch not above an earlier one's: connection {} "
+                          "opened by {} at {} under epoch {}, after {}'s tenure of epoch {} (opened at {}): a late "
+                          "write of either tenure is fenced from the other by nothing",
+                          words[0], name(worker), event.true_time, *epoch, name(highest.worker), highest.epoch,
+                          highest.opened_at));
+    return;
+  }
+  highest = Tenure{worker, *epoch, event.true_time};
 }
 
 void OwnershipChecker::finish(Instant end) {
@@ -329,12 +355,12 @@ std::string OwnershipChecker::summary() const {
   return fmt::format(
       "single ownership: {} violations; checked {} acting intervals, {} overlap evaluations, {} writes ({} "
       "judged by epoch; {} requests of a stale epoch refused; {} DynamoDB notes of the control plane's requests, "
-      "{} of others matched no lease.request)\n"
+      "{} of others matched no lease.request), {} tenures' epochs compared with the one before\n"
       "hub-side overlapping sessions: {} episodes on {} connections, {} in total, longest {} (figures, not "
       "violations: a paused or cut-off owner's socket stays open at the hub until it is closed)",
       violation_count_, acting_intervals(), overlaps_checked_, writes_checked_, writes_judged_by_epoch_,
       stale_epoch_refused_, control_dynamodb_notes_,
-      unmatched_dynamodb_notes_, hub_overlap_episodes(), hub_overlaps_.size(), for_reading(hub_overlap_time()),
+      unmatched_dynamodb_notes_, tenures_judged_by_epoch_, hub_overlap_episodes(), hub_overlaps_.size(), for_reading(hub_overlap_time()),
       for_reading(longest));
 }
 

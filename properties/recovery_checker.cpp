@@ -39,7 +39,7 @@ bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != G
 
 std::string_view RecoveryChecker::path_name(const OwnerlessGap& gap) const {
   if (!watcher_bounds_.contains(gap.cause)) return {};  // one bound for the cause
-  return gap.path == OwnerlessGap::Path::watcher ? "watcher's" : "sweep's";
+  return judged_by_watcher(gap) ? "watcher's" : "sweep's";
 }
 
 RecoveryChecker::RecoveryChecker(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
@@ -75,9 +75,42 @@ void RecoveryChecker::after_apply(const sim::TraceEvent& event) {
   if (event.kind == EventKind::note) {
     if (event.label == "control.started" || event.label == "control.stopped") on_control(event);
     if (event.label == "lease.watch" || event.label == "lease.unwatch") on_watch(event);
+    if (event.label == "lease.request") on_request(event);
+  } else if (event.kind == EventKind::timeout) {
+    on_timeout(event);
   } else {
     on_fault_event(event);
   }
+}
+
+// A request about a connection while it is ownerless (any worker's: the
+// watcher's, or the one that wins the acquire): its timeout (the sim's
+// timeout event carries the request's message id) counts.
+void RecoveryChecker::on_request(const sim::TraceEvent& event) {
+  const std::string_view detail = event.detail;  // "kind connection epoch"
+  const size_t first = detail.find(' ');
+  if (first == std::string_view::npos) return;
+  const size_t second = detail.find(' ', first + 1);
+  const std::string_view connection = detail.substr(first + 1, second - first - 1);
+  const auto found = connections_.find(connection);
+  if (found == connections_.end() || !found->second.open_gap) return;
+  ConnectionView& view = found->second;
+  const auto message = static_cast<uint64_t>(event.value);
+  watched_requests_.emplace(message, std::string(connection));
+  view.watched_requests.push_back(message);
+}
+
+void RecoveryChecker::forget_watched_requests(ConnectionView& view) {
+  for (const uint64_t message : view.watched_requests) watched_requests_.erase(message);
+  view.watched_requests.clear();
+}
+
+void RecoveryChecker::on_timeout(const sim::TraceEvent& event) {
+  const auto found = watched_requests_.find(event.id);
+  if (found == watched_requests_.end()) return;
+  const auto view = connections_.find(found->second);
+  if (view != connections_.end() && view->second.open_gap) ++view->second.open_gap->watcher_timeouts;
+  watched_requests_.erase(found);
 }
 
 void RecoveryChecker::on_watch(const sim::TraceEvent& event) {
@@ -106,6 +139,7 @@ void RecoveryChecker::on_control(const sim::TraceEvent& event) {
     view.started = false;
     // A STOPPED connection is not owed an owner: its gap is not a recovery.
     if (view.open_gap) ++gaps_dropped_by_stop_;
+    forget_watched_requests(view);
     view.open_gap.reset();
   }
   if (event.label == "control.started") {
@@ -161,10 +195,15 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
   ConnectionView& view = found->second;
   if (!tracker_->acting(connection).empty()) {
     view.owned_since_started = true;
+    if (!view.ever_owned) {
+      view.ever_owned = true;
+      ++connections_owned_;
+    }
     if (view.open_gap) {
       view.open_gap->ended = at;
       // A watcher that took the lease over stops watching as it does.
       if (!view.gap_watchers.empty() || view.watcher_left == at) view.open_gap->path = OwnerlessGap::Path::watcher;
+      forget_watched_requests(view);
       gaps_.push_back(std::move(*view.open_gap));
       view.open_gap.reset();
     }
@@ -307,7 +346,7 @@ std::string RecoveryChecker::describe(const OwnerlessGap& gap, Instant until) co
 }
 
 const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
-  if (gap.path == OwnerlessGap::Path::watcher) {
+  if (judged_by_watcher(gap)) {
     if (const auto found = watcher_bounds_.find(gap.cause); found != watcher_bounds_.end()) return &found->second;
   }
   const auto found = bounds_.find(gap.cause);
@@ -316,6 +355,10 @@ const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
 
 void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   const Instant until = gap.ended.value_or(end);
+  if (gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts > kWatcherTimeoutsAssumed &&
+      watcher_bounds_.contains(gap.cause)) {
+    ++gaps_past_watcher_timeouts_;
+  }
   const RecoveryBound* bound = bound_for(gap);
   if (!judgeable(gap.cause) || bound == nullptr) {
     gap.verdict = OwnerlessGap::Verdict::not_judged;
@@ -335,8 +378,13 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   if (until - gap.began > limit) {
     gap.verdict = OwnerlessGap::Verdict::beyond;
     const std::string_view path = path_name(gap);
-    violation(fmt::format("recovery: {}: beyond the {}{}bound {}", describe(gap, until), path, path.empty() ? "" : " ",
-                          bound->formula()));
+    const std::string fell_back =
+        gap.path == OwnerlessGap::Path::watcher && !judged_by_watcher(gap) && watcher_bounds_.contains(gap.cause)
+            ? fmt::format(" ({} requests about it timed out during the gap, more than the watcher's bound's {})",
+                          gap.watcher_timeouts, kWatcherTimeoutsAssumed)
+            : std::string();
+    violation(fmt::format("recovery: {}: beyond the {}{}bound {}{}", describe(gap, until), path,
+                          path.empty() ? "" : " ", bound->formula(), fell_back));
     return;
   }
   gap.verdict = gap.ended ? OwnerlessGap::Verdict::within : OwnerlessGap::Verdict::not_judged;
@@ -360,6 +408,7 @@ void RecoveryChecker::finish(Instant end) {
   for (auto& [connection, view] : connections_) {
     if (!view.open_gap) continue;
     if (!view.gap_watchers.empty()) view.open_gap->path = OwnerlessGap::Path::watcher;
+    forget_watched_requests(view);
     gaps_.push_back(std::move(*view.open_gap));
     view.open_gap.reset();
   }
@@ -418,6 +467,12 @@ std::string RecoveryChecker::summary() const {
   if (stop_bound_) {
     out += fmt::format("\n  stops: {} judged (a STOPPED connection has no acting owner after {})", stops_judged_,
                        *stop_bound_);
+  }
+  if (gaps_past_watcher_timeouts_ > 0) {
+    out += fmt::format(
+        "\n  {} watched gaps judged by the sweep's bound: more requests about their lease timed out during the gap "
+        "than the {} the watcher's bound counts",
+        gaps_past_watcher_timeouts_, kWatcherTimeoutsAssumed);
   }
   for (const auto& [cause, figures] : statistics()) {
     const auto bound = bounds_.find(cause);

@@ -233,6 +233,12 @@ nlohmann::json milliseconds(Duration duration) { return static_cast<double>(dura
 // still ownerless at its end, a PASS would claim what it never saw.
 std::string inconclusive_reason(const LeaseScenarioOptions& o, const properties::LeaseCheckers& checkers,
                                 Duration liveness_bound) {
+  // Nothing owned, nothing judged: no acting owner to be single, no gap to
+  // recover, nothing recorded (a run of 1 ns; every message lost until the end).
+  if (checkers.recovery().connections_owned() == 0) {
+    return fmt::format("no connection was ever owned in the run's {} ({} connections): no property was exercised",
+                       o.duration, o.connections);
+  }
   if (o.healed_at() + liveness_bound < o.duration) return {};
   std::set<std::string_view, std::less<>> ownerless;
   for (const properties::OwnerlessGap& gap : checkers.recovery().gaps()) {
@@ -451,6 +457,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   properties::LeaseCheckers checkers{
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
   checkers.set_watcher_bounds(watcher_bounds(options));
+  // The articles' acquire has no epoch: its tenures are judged by overlap alone.
+  checkers.ownership().set_tenure_epochs_judged(options.lease.algorithm != lease::Algorithm::seed);
   world.trace().add_checker([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
   if (options.throttle_partition_wcu_per_s > 0) {
     checkers.add_fault_window(Instant::zero(), Instant::zero() + options.healed_at(), "DynamoDB throttling");
@@ -594,6 +602,8 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.counters.emplace_back("dynamo.rcu_half", static_cast<uint64_t>(table.table.read_half_units));
   result.counters.emplace_back("dynamo.scans", static_cast<uint64_t>(table.scan));
   result.counters.emplace_back("dynamo.throttled", static_cast<uint64_t>(table.throttled_requests));
+  result.counters.emplace_back("recovery.watched_gaps_past_assumed_timeouts",
+                               checkers.recovery().gaps_past_watcher_timeouts());
   return result;
 }
 

@@ -91,6 +91,14 @@ struct LeaseScenarioOptions {
   // --worker-id` does, and a deploy replaces each worker in place (a
   // StatefulSet's rollout); false: every incarnation is a new worker id.
   bool stable_worker_ids = false;
+  // lease-swarm only (one seed in ten draws it): a tenure comes back while
+  // requests of the one before are still in flight. One worker, no crashes,
+  // pauses, partitions or deploy; its requests of 30 s are held 25-50 s
+  // (past its deadline), it takes its own leases back under a new epoch,
+  // and the held renews, records and releases of the earlier epoch land
+  // after: only the epoch fences tell the two tenures apart (owner ids are
+  // equal). What the parameters give explicitly is kept.
+  bool tenure_returns = false;
   std::vector<WorkerFault> pauses;
   std::vector<WorkerFault> partitions;  // worker <-> DynamoDB, both ways
   // Worker -> DynamoDB: requests sent in [at, at + length) are held in flight
@@ -110,6 +118,8 @@ struct LeaseScenarioOptions {
   // Errors name the field: "workers must be at least 1", ...
   std::string validate() const;
   std::string describe() const;
+  // The most message loss (on every link) the recovery bounds are stated for.
+  static constexpr Ratio kLossAssumed{1, 4};
   // Empty when the faults stay inside the algorithm's stated assumptions;
   // otherwise says which one a run goes beyond (printed with the run).
   std::string beyond_assumptions() const;

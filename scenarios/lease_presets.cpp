@@ -156,6 +156,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   swarm_stream(seed, o);
   swarm_holds(seed, o);
   swarm_identity(seed, o);
+  o.tenure_returns = sim::Prng{sim::derive_seed(seed, "lease/swarm-tenure")}.chance(Ratio{1, 10});
   return o;
 }
 
@@ -272,6 +273,31 @@ constexpr uint32_t kWorkersMax = 1000;  // LeaseScenarioOptions::validate's boun
 // give) then follow: worker and connection numbers wrap around, and what
 // would fall after the heal is dropped, by the same rules the draws follow.
 // Without such parameters this changes nothing.
+// LeaseScenarioOptions::tenure_returns: one worker whose requests are held
+// past its deadline (the configuration that first showed each epoch fence's
+// mutant, docs/mutants.md). Applied after the parameters: a field they give
+// is kept, so a reproduce line's parameters give the same run.
+void make_tenure_return(uint64_t seed, const nlohmann::json& parameters, LeaseScenarioOptions& o) {
+  const auto given = [&](const char* field) { return parameters.contains(field); };
+  const bool stream_mode_given = parameters.contains("stream") && parameters["stream"].is_object() &&
+                                 parameters["stream"].contains("record_mode");
+  if (!given("workers")) o.workers = 1;
+  if (!given("crash_every")) o.crash_every = D::zero();
+  if (!given("pauses")) o.pauses.clear();
+  if (!given("partitions")) o.partitions.clear();
+  if (!given("deploy_at")) o.deploy_at.reset();
+  // Put mode's record puts are unfenced: held past a lease is beyond them.
+  if (!stream_mode_given) o.stream.mode = resume::RecordMode::transact;
+  if (!given("hold_delay")) o.hold_delay = D::from_s(50);
+  if (!given("holds")) {
+    o.holds.clear();
+    sim::Prng prng{sim::derive_seed(seed, "lease/swarm-tenure-hold")};
+    const Duration length = D::from_s(30);
+    const Duration latest = o.healed_at() - length - o.hold_delay;
+    if (latest > D::from_min(1)) o.holds.push_back(fault(0, prng.uniform_duration(D::from_min(1), latest), length));
+  }
+}
+
 void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOptions& o) {
   const Duration heal = o.healed_at();
   const auto given = [&](const char* field) { return parameters.contains(field); };
@@ -319,6 +345,7 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
 void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& parameters,
                    LeaseScenarioOptions& options) {
   if (name != "lease-swarm") return;
+  if (options.tenure_returns) make_tenure_return(seed, parameters, options);
   if (options.workers > 0) fit_swarm_to_parameters(parameters, options);
   LeaseScenarioOptions drawn = options;
   swarm_clocks(seed, options, drawn);

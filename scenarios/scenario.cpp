@@ -74,11 +74,8 @@ void configure_trace(sim::World& world, const RunConfig& config) {
 }
 
 std::string RunResult::verdict() const {
-  if (!violations.empty() && violations_unlisted > 0) {
-    return fmt::format("FAIL ({} violations, the first {} listed)", violations.size() + violations_unlisted,
-                       violations.size());
-  }
-  if (!violations.empty()) return fmt::format("FAIL ({} violations)", violations.size());
+  // Every violation found, listed or not (the checkers keep their first 50).
+  if (!violations.empty()) return fmt::format("FAIL ({} violations)", violations.size() + violations_unlisted);
   return inconclusive.empty() ? "PASS" : "INCONCLUSIVE";
 }
 

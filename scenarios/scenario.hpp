@@ -80,7 +80,8 @@ struct RunResult {
   std::vector<std::string> lines;
 
   // Why a run without violations proves less than a PASS: it ended before
-  // its recovery bound could be judged, with connections still ownerless.
+  // its recovery bound could be judged, with connections still ownerless,
+  // or no connection was ever owned.
   // Empty: the verdict is what the violations say.
   std::string inconclusive;
 

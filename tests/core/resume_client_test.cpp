@@ -413,7 +413,10 @@ TEST(ResumeClient, FullJitterStaysWithinZeroAndTheCeilingAndReachesBothEnds) {
   for (int i = 0; i < 500; ++i) {
     const Duration ceiling = h.client().backoff_ceiling(close_code::abnormal);
     const Instant closed_at = h.now();
+    const size_t draws = random.bounds.size();
     h.closed(close_code::abnormal);
+    // Each reconnect draws its delay (a client without jitter draws none).
+    ASSERT_EQ(random.bounds.size(), draws + 1) << "no jitter drawn for reconnect " << i;
     ASSERT_EQ(random.bounds.back(), static_cast<uint64_t>(ceiling.ns()) + 1);  // [0, ceiling], both included
     const Duration delay = h.client().next_deadline() - closed_at;
     EXPECT_GE(delay, 0_s);

@@ -116,6 +116,25 @@ TEST_F(ResumeRecording, AStaleLeaseEpochOrAnotherOwnerIsCancelledAndWritesNothin
   EXPECT_EQ(checkpoint(), (Position{1, 4}));
 }
 
+// The epoch fences what the owner term cannot: the same worker's earlier
+// tenure. w1 records under epoch 1, its lease expires and w1 takes it again
+// (epoch 2, as a restarted worker with a stable id does); a late write of
+// epoch 1 still names w1, so only the epoch refuses it, in both modes.
+TEST_F(ResumeRecording, ALateWriteOfTheSameWorkersEarlierTenureIsRefusedByTheEpochAlone) {
+  ASSERT_TRUE(apply(transact("w1", 1, messages(1, 1, 2), Position{}, "t-1")).ok());
+  take_over("w1");
+  ASSERT_EQ(lease::parse_lease(lease_item())->epoch, 2);
+  const auto stale = apply(transact("w1", 1, messages(1, 3, 4), Position{1, 2}, "t-2"));
+  EXPECT_EQ(error_type(stale), "TransactionCanceledException");
+  EXPECT_FALSE(record(1, 3));
+  EXPECT_EQ(error_type(apply(checkpoint_position(lease_, "c1", "w1", 1, Position{1, 2}, Position{1, 3}))),
+            "ConditionalCheckFailedException");
+  EXPECT_EQ(checkpoint(), (Position{1, 2}));
+  // The same worker under its new epoch carries on.
+  ASSERT_TRUE(apply(transact("w1", 2, messages(1, 3, 4), Position{1, 2}, "t-3")).ok());
+  EXPECT_EQ(checkpoint(), (Position{1, 4}));
+}
+
 TEST_F(ResumeRecording, ACheckpointAtOrBehindTheStoredOneIsRefused) {
   ASSERT_TRUE(apply(transact("w1", 1, messages(2, 1, 5), Position{}, "t-1")).ok());
   // The same batch under a new token: the records exist and the checkpoint is not ahead.

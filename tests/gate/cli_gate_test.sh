@@ -178,10 +178,28 @@ case $case_name in
       fail "no reproduce line: $(cat "$dir/out")"
     # Parameters belong to one scenario; a scenario listed twice is a typo.
     status=0
-    "$bin" gate --scenario lease-swarm,registry-swarm --algorithm seed >"$dir/out" 2>"$dir/err" || status=$?
-    [[ $status == 2 && ! -s "$dir/out" ]] || fail "--algorithm with a combined gate exited $status"
+    "$bin" gate --scenario lease-swarm,registry-swarm --params '{"loss":"1/10"}' >"$dir/out" 2>"$dir/err" || status=$?
+    [[ $status == 2 && ! -s "$dir/out" ]] || fail "--params with a combined gate exited $status"
     grep -q "a combined gate (--scenario lease-swarm,registry-swarm) runs each scenario with its own" "$dir/err" ||
       fail "message: $(cat "$dir/err")"
+    # --expiry goes to the scenarios that take it; NAME*K takes K seeds of a turn.
+    "$bin" gate --scenario 'lease-swarm*2,registry-swarm' --expiry counter --seeds 3 --no-record --out "$dir/weighted" \
+      >"$dir/out" || fail "the weighted gate exited $?: $(cat "$dir/out")"
+    runs=$(python3 -c 'import json,sys; print(" ".join(r["scenario"] + "/" + str(r["seed"]) + "/" + json.dumps(r["parameters"], separators=(",", ":")) for r in json.load(open(sys.argv[1]))["runs"]))' "$dir/weighted/gate.json")
+    [[ $runs == 'lease-swarm/1/{"expiry":"counter"} lease-swarm/2/{"expiry":"counter"} registry-swarm/3/{}' ]] ||
+      fail "weighted runs: $runs"
+    status=0
+    "$bin" gate --scenario 'lease-swarm*0' >"$dir/out" 2>"$dir/err" || status=$?
+    [[ $status == 2 ]] && grep -q "the weight after '\*' must be a whole number from 1 to 100" "$dir/err" ||
+      fail "weight 0: $(cat "$dir/err")"
+    # Without --scenario, --params or --config: the default mix.
+    "$bin" gate --seeds 10 --no-record --out "$dir/default" >"$dir/out" || fail "the default gate exited $?: $(cat "$dir/out")"
+    grep -q 'scenarios lease-swarm\*8,stream-wave,registry-swarm seeds 1..10 in turn' "$dir/out" ||
+      fail "default start line: $(head -1 "$dir/out")"
+    runs=$(python3 -c 'import json,sys; print(" ".join(r["scenario"] for r in json.load(open(sys.argv[1]))["runs"]))' "$dir/default/gate.json")
+    [[ $runs == "$(printf 'lease-swarm %.0s' 1 2 3 4 5 6 7 8)stream-wave registry-swarm" ]] || fail "default runs: $runs"
+    "$bin" gate --seeds 1 --params '{"loss":"1/10"}' --no-record >"$dir/out" || fail "a gate with --params exited $?"
+    grep -q 'then scenario lease-swarm seeds 1..1 ' "$dir/out" || fail "--params start line: $(head -1 "$dir/out")"
     status=0
     "$bin" gate --scenario registry-swarm,lease-swarm,registry-swarm >"$dir/out" 2>"$dir/err" || status=$?
     [[ $status == 2 ]] && grep -q "'registry-swarm' is listed twice" "$dir/err" || fail "twice: $(cat "$dir/err")"

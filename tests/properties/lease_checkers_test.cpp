@@ -79,6 +79,8 @@ class TraceBuilder {
   TraceBuilder& hub_close(const std::string& connection, const std::string& worker) {
     return note(kUpstream, "upstream.close", connection + " " + worker);
   }
+  // The sim's timeout of a call: its id is the request's message id.
+  TraceBuilder& timed_out(NodeId worker, uint64_t message) { return add(EventKind::timeout, worker, message); }
   TraceBuilder& partition(NodeId from, NodeId to, bool starts) {
     return world(starts ? EventKind::partition_start : EventKind::partition_end, from, to);
   }
@@ -171,11 +173,35 @@ TEST(OwnershipChecker, OverlapStillOpenAtTheEndIsReportedUpToTheEnd) {
   EXPECT_THAT(violations[0], HasSubstr("for 4s, from @5s to @9s"));
 }
 
+// Every tenure opens under an epoch above every earlier one's of its
+// connection: an acquire that does not raise the epoch leaves two tenures
+// the fences cannot tell apart, even with no overlap in time. Not judged for
+// the articles' algorithm (no epochs).
+TEST(OwnershipChecker, ATenureUnderAnEpochNotAboveTheLastOnesIsAViolation) {
+  TraceBuilder trace = workers_started();
+  trace.at(1_s).open(kW1, "c1", 1).open(kW1, "c2", 1);
+  trace.at(5_s).close(kW1, "c1", 1, "lost").close(kW1, "c2", 1, "lost");
+  trace.at(30_s).open(kW2, "c1", 2).open(kW2, "c2", 1);
+  trace.at(40_s).close(kW2, "c2", 1, "lost");
+  trace.at(50_s).open(kW1, "c2", 3);
+  OwnershipChecker judged(namer());
+  const std::vector<std::string> violations = run_ownership(trace, Instant::zero() + 60_s, &judged);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_THAT(violations[0], AllOf(HasSubstr("tenure opened under an epoch not above an earlier one's: connection c2"),
+                                   HasSubstr("opened by w2#1 at @30s under epoch 1, after w1#1's tenure of epoch 1")));
+  EXPECT_EQ(judged.tenures_judged_by_epoch(), 3u);
+  OwnershipChecker seed(namer());
+  seed.set_tenure_epochs_judged(false);
+  trace.feed(seed);
+  seed.finish(Instant::zero() + 60_s);
+  EXPECT_TRUE(seed.violations().empty()) << seed.violations()[0];
+}
+
 TEST(OwnershipChecker, HandoverInsideOneInstantIsNotAnOverlap) {
   TraceBuilder trace = workers_started();
   trace.at(1_s).open(kW1, "c1", 1);
   trace.at(5_s).open(kW2, "c1", 2).close(kW1, "c1", 1, "lost");
-  trace.at(6_s).open(kW1, "c2", 1).open(kW3, "c2", 1);  // zero-length at the very end
+  trace.at(6_s).open(kW1, "c2", 1).open(kW3, "c2", 2);  // zero-length at the very end
   OwnershipChecker checker(namer());
   EXPECT_TRUE(run_ownership(trace, Instant::zero() + 6_s, &checker).empty());
   EXPECT_EQ(checker.acting_intervals(), 4u);
@@ -482,6 +508,47 @@ TEST(RecoveryChecker, AGapAnotherWorkerWatchedIsJudgedByTheWatchersBound) {
   EXPECT_EQ(crash.judged_by_watcher, 1u);
   EXPECT_THAT(checker.summary(), AllOf(HasSubstr("(1 by the watcher's bound, 3 by the sweep's)"),
                                        HasSubstr("watcher's bound lease 10s + margin 2s = 12s")));
+}
+
+// The watcher's bound counts two timed-out requests. A watched gap during
+// which three requests about its lease timed out (message loss) is beyond
+// that assumption and judged by the sweep's bound (28.5 s): w1 crashes at
+// 10 s, w2 watches c1 and takes it over 16 s later (beyond the watcher's
+// 12 s). With two of w2's reads timed out (and one timed out before the
+// gap, which does not count) it is a violation of the watcher's bound; with
+// a third (w3's acquire attempt) it is judged by the sweep's, within.
+TEST(RecoveryChecker, AWatchedGapWithMoreTimeoutsThanTheWatcherBoundCountsIsJudgedByTheSweeps) {
+  auto run = [](bool third_timeout) {
+    TraceBuilder trace = workers_started();
+    trace.at(0_s).started("c1");
+    trace.at(1_s).open(kW1, "c1", 1);
+    trace.at(2_s).note(kW2, "lease.watch", "c1").request(kW2, "read", "c1", 0, 90);
+    trace.at(4_s).timed_out(kW2, 90);
+    trace.at(10_s).crash(kW1);
+    trace.at(20_s).request(kW2, "read", "c1", 0, 100).request(kW2, "read", "c2", 0, 101);
+    trace.at(22_s).timed_out(kW2, 100).timed_out(kW2, 101).request(kW2, "read", "c1", 0, 102);
+    if (third_timeout) trace.request(kW3, "acquire", "c1", 0, 103);
+    trace.at(24_s).timed_out(kW2, 102);
+    if (third_timeout) trace.timed_out(kW3, 103);
+    trace.at(26_s).note(kW2, "lease.unwatch", "c1").open(kW2, "c1", 2);
+    RecoveryChecker checker(namer(), bounds());
+    checker.set_watcher_bounds({{GapCause::crash, RecoveryBound{{{"lease", 10_s}, {"margin", 2_s}}}}});
+    trace.feed(checker);
+    checker.finish(Instant::zero() + 40_s);
+    return std::make_tuple(checker.violations(), checker.gaps_past_watcher_timeouts(),
+                           checker.statistics().at(GapCause::crash));
+  };
+  const auto [two_violations, two_past, two] = run(false);
+  ASSERT_EQ(two_violations.size(), 1u);
+  EXPECT_THAT(two_violations[0], HasSubstr("beyond the watcher's bound lease 10s + margin 2s = 12s"));
+  EXPECT_EQ(two_past, 0u);
+  EXPECT_EQ(two.judged_by_watcher, 1u);
+
+  const auto [three_violations, three_past, three] = run(true);
+  EXPECT_TRUE(three_violations.empty()) << three_violations[0];
+  EXPECT_EQ(three_past, 1u);
+  EXPECT_EQ(three.judged.count, 1u);
+  EXPECT_EQ(three.judged_by_watcher, 0u);
 }
 
 // A worker that exits (drained by a deploy) watches nothing more, like one

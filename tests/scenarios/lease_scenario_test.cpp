@@ -246,7 +246,7 @@ TEST(LeaseScenario, SeedAlgorithmBreaksWithAClock16SecondsFast) {
   EXPECT_GT(result.violations_unlisted, 0u);
   EXPECT_NE(result.summary.find(fmt::format("single ownership: {} violations", found)), std::string::npos)
       << result.summary.substr(0, 200);
-  EXPECT_EQ(result.verdict(), fmt::format("FAIL ({} violations, the first {} listed)", found, result.violations.size()));
+  EXPECT_EQ(result.verdict(), fmt::format("FAIL ({} violations)", found));
   EXPECT_NE(result.failure_expected.find("algorithm seed"), std::string::npos);
 }
 
