@@ -3,7 +3,8 @@
 # value, a negative number for an unsigned option, and a directory where
 # `dynamo replay` wants a file are refused with exit 2 naming the option,
 # before any work; they were taken as the default, wrapped around
-# (18446744073709551611 memberships), and exit 0.
+# (18446744073709551611 memberships), and exit 0. A streaming run too large
+# for memory is refused the same way.
 set -uo pipefail
 binary=${1:?usage: cli_option_values_test.sh LEASEPROOF}
 work=$(mktemp -d)
@@ -28,6 +29,9 @@ check "--trace: must not be empty" -- run --seed 1 --trace ''
 check "--connection: must not be empty" -- timeline --seed 1 --connection ''
 check "--memberships: '-5' is negative" -- registry scale --memberships -5
 check "FILE: '$work' is a directory" -- dynamo replay "$work"
+# A streaming run keeps about 800 B a published message: a year of
+# stream-steady (15.8 billion messages) is refused, not run out of memory.
+check "at most 10000000 messages \\(about 8 GB\\) fit" -- run --seed 1 --scenario stream-steady --duration 8760h
 # Flags take no value and are not caught by the check.
 "$binary" run --seed 1 --duration 5s --inline-checks >/dev/null || { echo "FAIL a run with a flag" >&2; failures=$((failures + 1)); }
 if ((failures > 0)); then
