@@ -196,12 +196,12 @@ std::string LeaseScenarioOptions::beyond_assumptions() const {
 std::string LeaseScenarioOptions::describe() const {
   std::string text = fmt::format(
       "algorithm={} expiry={} workers={} connections={} duration={} lease={} heartbeat={} reconcile={}(+{}) "
-      "margin={} request_timeout={} skew_max={} fast_worker_offset={} drift_ppm_max={} latency={}+[0,{}] loss={} "
+      "margin={} capacity={} request_timeout={} skew_max={} fast_worker_offset={} drift_ppm_max={} latency={}+[0,{}] loss={} "
       "sqs_wait={} crash_every={} restart_after={} stable_worker_ids={} tenure_returns={} throttle_wcu={} deploy_at={} autoscaler={} "
       "heal_at={}",
       lease::to_string(lease.algorithm), lease::to_string(lease.expiry_mode), workers, connections, duration,
       lease.lease_duration, lease.heartbeat_interval, lease.reconcile_interval, lease.reconcile_jitter_max,
-      lease.safety_margin, lease.request_timeout, skew_max, fast_worker_offset, drift_ppm_max, latency, jitter, loss,
+      lease.safety_margin, lease.capacity, lease.request_timeout, skew_max, fast_worker_offset, drift_ppm_max, latency, jitter, loss,
       sqs_wait, crash_every, restart_after, stable_worker_ids, tenure_returns, throttle_partition_wcu_per_s, deploy_at ? format_duration(*deploy_at) : "-",
       autoscaler, healed_at());
   for (const WorkerFault& f : pauses) text += fmt::format("\n  pause: worker {} at {} for {}", f.worker, f.at, f.length);

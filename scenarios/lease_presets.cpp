@@ -347,6 +347,16 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
   if (name != "lease-swarm") return;
   if (options.tenure_returns) make_tenure_return(seed, parameters, options);
   if (options.workers > 0) fit_swarm_to_parameters(parameters, options);
+  // A full fleet (one seed in eight, from its own stream, for the fleet the
+  // parameters leave): room for exactly the connections, so workers are
+  // full, skip their release polls, and a notice received while room was
+  // left can find it taken by the time it is handled (handed back), the
+  // more so with long polling (half of these seeds).
+  sim::Prng full{sim::derive_seed(seed, "lease/swarm-full-fleet")};
+  if (full.chance(Ratio{1, 8}) && !options.tenure_returns && !parameters.contains("capacity") && options.workers > 0) {
+    options.lease.capacity = (options.connections + options.workers - 1) / options.workers;
+    if (full.chance(Ratio{1, 2}) && !parameters.contains("sqs_wait")) options.sqs_wait = D::from_s(5);
+  }
   LeaseScenarioOptions drawn = options;
   swarm_clocks(seed, options, drawn);
   if (!parameters.contains("skew_max")) options.skew_max = drawn.skew_max;
