@@ -152,6 +152,14 @@ int sweep_command(const SweepArgs& args) {
   } catch (const report::SweepInputError& error) {
     throw UsageError{error.what()};
   }
+  // A grid with no valid cell measures nothing: no report would say why.
+  const std::vector<report::SweepCell> grid = report::expand_cells(spec);
+  if (std::none_of(grid.begin(), grid.end(), [](const report::SweepCell& cell) { return cell.valid(); })) {
+    const std::string values = report::cell_label(spec, grid.front());
+    throw UsageError{fmt::format("{}: every cell of the grid is invalid, so the sweep would measure nothing; the "
+                                 "first ({}): {}",
+                                 args.spec_path, values, grid.front().invalid)};
+  }
   check_output_directory("--out", args.out);
   const unsigned jobs = std::max(1u, args.jobs != 0 ? args.jobs : std::thread::hardware_concurrency());
   uint64_t cells = 1;

@@ -38,6 +38,12 @@ case $case_name in
     spec_with "d['axes'][0]['values'] = ['core', 5]"
     expect_usage_error "wrong type" "spec axes[0] (algorithm).values[1]: algorithm: expected \"core\" or \"seed\", got 5" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"
+    # A grid whose every cell is invalid measures nothing: refused, naming why
+    # (it used to exit 0, recommending nothing because "no configuration met
+    # the recovery target").
+    spec_with "d['axes'] = [{'name': 'heartbeat', 'values': ['30s']}]"
+    expect_usage_error "every cell invalid" "every cell of the grid is invalid, so the sweep would measure nothing; the first (heartbeat=30s): lease.heartbeat_interval (30s) must be shorter than lease.lease_duration (20s)" \
+      sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['seed_count'] = 3"
     expect_usage_error "unknown field" "spec seed_count: unknown field" sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['prices'] = [{'preset': 'articles', 'on_demand_read_per_million': -0.25}]"
