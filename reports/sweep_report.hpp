@@ -129,7 +129,10 @@ struct Configuration {
   double on_demand_month = 0;  // worst judged cell, first price set
   double provisioned_month = 0;
   std::optional<double> crash_p99_ms;  // worst judged cell, excused gaps included
-  std::optional<double> crash_bound_ms;
+  std::optional<double> crash_bound_ms;          // the sweep's path (worst judged cell)
+  std::optional<double> crash_watcher_bound_ms;  // the watcher's path (worst judged cell)
+  uint64_t crash_gaps_judged = 0;                // over the judged cells
+  uint64_t crash_gaps_by_watcher = 0;            // of those, judged by the watcher's bound
   uint64_t seeds_judged = 0;
   // Registry sweeps: the worst judged cell's staleness p99s.
   std::optional<double> staleness_broadcast_p99_ms;

@@ -298,6 +298,11 @@ void judge(const SweepData& data, const SweepSummary& summary, Configuration& co
     if (crash != nullptr && crash->all_gaps() > 0) {
       config.crash_p99_ms = std::max(config.crash_p99_ms.value_or(0.0), crash->with_excused_p99_ms);
       if (crash->bound_ms) config.crash_bound_ms = std::max(config.crash_bound_ms.value_or(0.0), *crash->bound_ms);
+      if (crash->watcher_bound_ms) {
+        config.crash_watcher_bound_ms = std::max(config.crash_watcher_bound_ms.value_or(0.0), *crash->watcher_bound_ms);
+      }
+      config.crash_gaps_judged += crash->gaps;
+      config.crash_gaps_by_watcher += crash->watcher_gaps;
     }
     if (config.verdict.empty() && figures.failing_seeds > 0) {
       std::string kinds;
@@ -341,7 +346,11 @@ std::vector<Configuration> configurations(const SweepData& data, const SweepSumm
   for (const SweepCell& cell : data.cells) {
     const std::string label = configuration_label(data.spec, cell);
     auto [it, inserted] = by_label.emplace(label, list.size());
-    if (inserted) list.push_back(Configuration{label, {}, {}, false, {}, 0, 0, std::nullopt, std::nullopt, 0, std::nullopt, std::nullopt});
+    if (inserted) {
+      Configuration config;
+      config.label = label;
+      list.push_back(std::move(config));
+    }
     Configuration& config = list[it->second];
     config.cells.push_back(cell.index);
     if (within_margin(data.spec, cell)) config.judged.push_back(cell.index);
@@ -432,6 +441,22 @@ std::string staleness_text(const std::optional<double>& p99_ms) {
   return fmt::format("<= {}", seconds_text(*p99_ms));
 }
 
+
+// The bound the recommended configuration's crash gaps were judged by: the
+// watcher's when it judged every one, the sweep's when it judged none, both
+// (with their shares) otherwise.
+std::string crash_bound_text(const Configuration& best) {
+  const uint64_t judged = best.crash_gaps_judged;
+  const uint64_t watcher = best.crash_gaps_by_watcher;
+  if (best.crash_watcher_bound_ms && judged > 0 && watcher == judged) {
+    return fmt::format("the watcher's {}, which judged every gap", seconds_text(*best.crash_watcher_bound_ms));
+  }
+  if (!best.crash_bound_ms) return "none";
+  if (!best.crash_watcher_bound_ms || watcher == 0) return seconds_text(*best.crash_bound_ms);
+  return fmt::format("the watcher's {} for {} of {} gaps, the sweep's {} for the others",
+                     seconds_text(*best.crash_watcher_bound_ms), watcher, judged, seconds_text(*best.crash_bound_ms));
+}
+
 std::string registry_recommendation(const SweepData& data, const SweepSummary& summary) {
   const SweepSpec& spec = data.spec;
   std::string workload;
@@ -493,7 +518,7 @@ std::string recommendation_text(const SweepData& data, const SweepSummary& summa
       "zero violations in {} runs {}.{}",
       best.label, best.on_demand_month, best.provisioned_month, fleet, spec.prices[0].name, other_prices,
       seconds_text(best.crash_p99_ms.value_or(0)),
-      best.crash_bound_ms ? seconds_text(*best.crash_bound_ms) : std::string{"none"}, format_duration(spec.recovery_target),
+      crash_bound_text(best), format_duration(spec.recovery_target),
       best.seeds_judged, margin, untested_margin_note(spec)) +
          analytic_note(spec, summary, best);
 }

@@ -77,6 +77,10 @@ case $case_name in
     "$bin" sweep --spec "$spec" --out "$dir/whole" > "$dir/whole.out" || fail "the sweep failed: $(cat "$dir/whole.out")"
     grep -q '^progress: cells 4/4, runs 24/24' "$dir/whole.out" || fail "no plain progress line when not a terminal"
     grep -q '^recommendation: Recommended: algorithm=core\.' "$dir/whole.out" || fail "no recommendation printed"
+    # Every crash gap of the core's cells was judged by the watcher's bound:
+    # the recommendation quotes that bound, not the sweep's.
+    grep -q "(bound the watcher's [0-9.]* s, which judged every gap, target 1m30s)" "$dir/whole.out" ||
+      fail "the recommendation does not quote the watcher's bound: $(grep '^recommendation' "$dir/whole.out")"
     grep -q '^smallest unsafe fast_worker_offset \[algorithm=seed\]: 16s' "$dir/whole.out" || fail "no smallest unsafe skew"
     for i in 1 2 3; do
       "$bin" sweep --spec "$spec" --shard $i/3 --jobs 1 --out "$dir/shard$i" > /dev/null || fail "shard $i/3 failed"
