@@ -12,6 +12,7 @@ namespace leaseproof::report::svg {
 
 namespace {
 
+constexpr double kDodge = 6;  // pixels between series drawn side by side
 constexpr double kLeft = 70;
 constexpr double kRight = 170;  // room for the legend
 constexpr double kTop = 34;
@@ -60,8 +61,10 @@ struct Frame {
   double py(double value) const { return height - bottom - (value - y.low) / (y.high - y.low) * (height - top - bottom); }
 };
 
-std::string marker_svg(const Point& point, const Frame& frame, std::string_view fill) {
-  const double x = frame.px(point.x);
+// `dodge`: pixels right (or left) of the point's x, so that series whose
+// points coincide stay visible side by side.
+std::string marker_svg(const Point& point, const Frame& frame, std::string_view fill, double dodge = 0) {
+  const double x = frame.px(point.x) + dodge;
   const double y = frame.py(point.y);
   std::string shape;
   switch (point.marker) {
@@ -144,16 +147,22 @@ std::string references_svg(const Chart& chart, const Frame& frame) {
 
 std::string series_svg(const Chart& chart, const Frame& frame) {
   std::string out;
+  const double middle = (static_cast<double>(chart.series.size()) - 1) / 2;
   for (size_t s = 0; s < chart.series.size(); ++s) {
     const Series& series = chart.series[s];
+    // Series side by side, kDodge pixels apart: where two have the same
+    // point, neither hides the other (the tip gives the exact value).
+    const double dodge = (static_cast<double>(s) - middle) * kDodge;
     if (series.connect && series.points.size() > 1) {
       std::vector<Point> sorted = series.points;
       std::stable_sort(sorted.begin(), sorted.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
       std::string path;
-      for (const Point& p : sorted) path += fmt::format("{}{:.1f} {:.1f}", path.empty() ? "M" : " L", frame.px(p.x), frame.py(p.y));
+      for (const Point& p : sorted) {
+        path += fmt::format("{}{:.1f} {:.1f}", path.empty() ? "M" : " L", frame.px(p.x) + dodge, frame.py(p.y));
+      }
       out += fmt::format(R"svg(<path d="{}" fill="none" stroke="{}" stroke-width="2"/>)svg", path, color(s));
     }
-    for (const Point& point : series.points) out += marker_svg(point, frame, color(s));
+    for (const Point& point : series.points) out += marker_svg(point, frame, color(s), dodge);
   }
   if (chart.highlight) {
     out += fmt::format(R"svg(<g><title>{}</title><circle cx="{:.1f}" cy="{:.1f}" r="11" class="highlight"/></g>)svg",
@@ -171,7 +180,9 @@ std::string legend_svg(const Chart& chart, const Frame& frame) {
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick">{}</text>)svg", x + 15, y, escape(chart.series[s].name));
     y += 16;
   }
-  for (const std::string& note : chart.notes) {
+  std::vector<std::string> notes = chart.notes;
+  if (chart.series.size() > 1) notes.push_back(fmt::format("series drawn {:.0f} px apart", kDodge));
+  for (const std::string& note : notes) {
     y += 4;
     out += fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="tick">{}</text>)svg", x, y, escape(note));
     y += 14;

@@ -25,7 +25,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin:
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; }
 .recommendation { background: #eef6ee; border-left: 5px solid #009E73; padding: 10px 14px; font-size: 15px; }
 .recommendation.none { background: #fbeeee; border-left-color: #D55E00; }
-table { border-collapse: collapse; margin: 8px 0; font-size: 12.5px; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 12.5px; display: block; max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.bad td { background: #fff3f0; } tr.invalid td { color: #888; }
@@ -218,8 +218,9 @@ std::string violations_chart(const SweepData& data, const SweepSummary& summary)
   chart.x_label = axis->name + " (s)";
   chart.y_label = "failing seeds (%)";
   for (const auto& [key, figures] : counts) {
+    // Points only: a line between two measured values would claim the
+    // values between them, which no cell measured.
     const size_t i = series_index(chart.series, key.first);
-    chart.series[i].connect = true;
     chart.series[i].points.push_back({key.second, 100.0 * static_cast<double>(figures.first) / static_cast<double>(figures.second),
                                       fmt::format("{} at {} s: {} of {} seeds{}", key.first, svg::tick_text(key.second),
                                                   figures.first, figures.second, over.empty() ? "" : ", summed over " + over),

@@ -326,6 +326,25 @@ TEST(SweepCharts, ConfigurationsWhoseRatiosCollideArePlottedApartAndLabelled) {
   EXPECT_NE(*short_pair, *long_pair);
 }
 
+// Two variants with the same failing share at the same skew are drawn side
+// by side (neither hides the other), and no line joins two measured skews
+// as if the values between them had been measured.
+TEST(SweepCharts, CoincidingSeriesStayVisibleAndNoLineClaimsUnmeasuredValues) {
+  const SweepData data = synthetic_sweep(R"({
+    "scenario": "lease-crash", "duration": "2m", "seeds": 2,
+    "axes": [{"name": "algorithm", "values": ["core", "seed"]}, {"name": "fast_worker_offset", "values": ["0s", "16s"]}]
+  })", [](const SweepCell&, uint64_t seed) { return crash_record(seed, {10000.0}, {}); });
+  const SweepSummary summary = summarize(data);
+  const std::string chart = svg_labelled(render_html(data, summary, std::nullopt), "Single-ownership violations vs fast_worker_offset");
+  ASSERT_FALSE(chart.empty());
+  const auto core = attribute_after(chart, "<title>core", "cx");
+  const auto seed = attribute_after(chart, "<title>seed", "cx");
+  ASSERT_TRUE(core && seed) << chart.substr(0, 2000);
+  EXPECT_NE(*core, *seed);  // both at 0 s and 0 %: apart
+  EXPECT_EQ(chart.find("fill=\"none\" stroke=\"#"), std::string::npos) << "a line joins the points";
+  EXPECT_NE(chart.find("series drawn 6 px apart"), std::string::npos);
+}
+
 // The violations chart sums the cells of one variant and skew value; it
 // names the axes it sums over. The recovery chart overlays the skew values
 // at one position, and says so.
