@@ -160,6 +160,7 @@ void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
   const auto resume_epoch = static_cast<uint64_t>(*numbers[2]);
   const int64_t after_seq = *numbers[1];
   const int64_t resume_seq = *numbers[3];
+  judge_reset(event, connection, words[1], after_epoch, after_seq, resume_epoch, resume_seq);
   if (after_epoch == resume_epoch) {
     if (resume_seq > after_seq) epoch_state(connection, after_epoch).excused.emplace_back(after_seq + 1, resume_seq);
     return;
@@ -169,6 +170,36 @@ void ExactlyOnceChecker::on_reset(const sim::TraceEvent& event) {
   if (after_epoch != 0) epoch_state(connection, after_epoch).excused.emplace_back(after_seq + 1, kAll);
   lost_epochs_[connection].emplace_back(after_epoch, resume_epoch);
   if (resume_seq >= 1) epoch_state(connection, resume_epoch).excused.emplace_back(1, resume_seq);
+}
+
+// What the hub held when the reset arrived (its ring and top only grow
+// between the hub's decision and the arrival, so this judges leniently):
+// the ring keeps the last ring_capacity_ messages of the resume epoch.
+void ExactlyOnceChecker::judge_reset(const sim::TraceEvent& event, std::string_view connection, std::string_view kind,
+                                     uint64_t after_epoch, int64_t after_seq, uint64_t resume_epoch,
+                                     int64_t resume_seq) {
+  if (!ring_capacity_ || resume_seq < 1) return;
+  const int64_t top = epoch_state(connection, resume_epoch).top;
+  const int64_t first_lost = after_epoch == resume_epoch ? after_seq + 1 : 1;
+  if (kind == "evicted" || kind == "epoch_changed") {
+    ++resets_judged_;
+    const int64_t held_from = std::max<int64_t>(1, top - static_cast<int64_t>(*ring_capacity_) + 1);
+    if (resume_seq >= held_from && first_lost <= resume_seq && held_from <= top) {
+      violation(fmt::format("exactly-once: reset {} of {} at {} declares {}:{}..{}:{} lost while the hub still held "
+                            "{}:{}..{}:{} (a ring of {} messages): it could have replayed {}:{}..{}:{}",
+                            kind, connection, event.true_time, resume_epoch, first_lost, resume_epoch, resume_seq,
+                            resume_epoch, held_from, resume_epoch, top, *ring_capacity_, resume_epoch,
+                            std::max(first_lost, held_from), resume_epoch, resume_seq));
+    }
+  } else if (kind == "over_limit") {
+    ++resets_judged_;
+    if (resume_seq > top - replay_messages_max_) {
+      violation(fmt::format("exactly-once: reset over_limit of {} at {} declares up to {}:{} lost, but only what lies "
+                            "more than the replay limit ({} messages) behind the top {}:{} may be",
+                            connection, event.true_time, resume_epoch, resume_seq, replay_messages_max_,
+                            resume_epoch, top));
+    }
+  }
 }
 
 bool ExactlyOnceChecker::excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from,

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -60,6 +61,17 @@ class ExactlyOnceChecker {
   // End of run. `caught_up`: connections that must have recorded everything
   // published (publishing stopped long enough before the end, faults healed).
   void finish(const std::set<std::string, std::less<>>& caught_up);
+  // What the hub holds (every message of one size): a ring of `capacity`
+  // messages (min of its message bound and its byte bound over the message
+  // size) and a replay limit. Given, a typed reset is judged against it: an
+  // evicted or epoch_changed reset may declare lost only what the ring no
+  // longer held when it arrived, an over_limit one only what lies beyond the
+  // replay limit. Unset: resets are taken as declared.
+  void set_hub_ring(uint64_t capacity, int64_t replay_messages_max) {
+    ring_capacity_ = capacity;
+    replay_messages_max_ = replay_messages_max;
+  }
+  uint64_t resets_judged() const { return resets_judged_; }
 
   const std::vector<std::string>& violations() const { return violations_; }
   uint64_t violation_count() const { return violation_count_; }
@@ -116,6 +128,8 @@ class ExactlyOnceChecker {
 
   bool excused(std::string_view connection, uint64_t epoch, const EpochState& state, int64_t from, int64_t to) const;
   void on_reset(const sim::TraceEvent& event);
+  void judge_reset(const sim::TraceEvent& event, std::string_view connection, std::string_view kind,
+                   uint64_t after_epoch, int64_t after_seq, uint64_t resume_epoch, int64_t resume_seq);
   void violation(std::string text);
 
   static constexpr size_t kViolationsKept = 20;
@@ -127,6 +141,9 @@ class ExactlyOnceChecker {
   std::map<uint32_t, uint64_t> hub_epoch_;  // by hub node
   // Epochs declared lost per connection: (after epoch, resume epoch) ranges.
   std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>, std::less<>> lost_epochs_;
+  std::optional<uint64_t> ring_capacity_;
+  int64_t replay_messages_max_ = 0;
+  uint64_t resets_judged_ = 0;
   std::vector<std::string> violations_;
   uint64_t violation_count_ = 0;
   uint64_t records_ = 0;

@@ -390,6 +390,10 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
   streaming->storms = std::make_unique<properties::ReconnectStormChecker>(s.client);
   streaming->exactly_once = properties::ExactlyOnceChecker(
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; });
+  // Every message is message_bytes long: the ring holds the fewer of its two bounds.
+  streaming->exactly_once.set_hub_ring(
+      std::min<uint64_t>(s.hub.ring_messages_max, s.hub.ring_bytes_max / s.message_bytes),
+      static_cast<int64_t>(s.hub.replay_messages_max));
   world.trace().add_checker([checker = streaming.get()](const sim::TraceEvent& e) {
     checker->exactly_once.observe(e);
     checker->dead_peers->observe(e);
@@ -436,6 +440,7 @@ void finish_streaming(const LeaseScenarioOptions& o, Streaming& streaming, RunRe
   result.counters.emplace_back("stream.published", streaming.exactly_once.published());
   result.counters.emplace_back("stream.recorded", streaming.exactly_once.records());
   result.counters.emplace_back("stream.declared_lost", streaming.exactly_once.excused_messages());
+  result.counters.emplace_back("stream.resets_judged", streaming.exactly_once.resets_judged());
   result.counters.emplace_back("stream.not_recorded_by_end", streaming.exactly_once.not_yet_recorded());
   result.counters.emplace_back("stream.required_to_catch_up", caught_up.size());
   result.counters.emplace_back("stream.dead_peers_cut", streaming.dead_peers->cut());

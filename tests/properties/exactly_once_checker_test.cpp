@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -44,9 +45,10 @@ class StreamTrace {
     checker_.observe(e);
     return *this;
   }
-  StreamTrace& reset(int64_t after, int64_t resume) {
-    return note(kW1, "resume.reset", fmt::format("c1 over_limit 1 {} 1 {}", after, resume));
+  StreamTrace& reset(int64_t after, int64_t resume, const std::string& kind = "over_limit") {
+    return note(kW1, "resume.reset", fmt::format("c1 {} 1 {} 1 {}", kind, after, resume));
   }
+  ExactlyOnceChecker& checker() { return checker_; }
   ExactlyOnceChecker& finish(std::set<std::string, std::less<>> caught_up = {}) {
     checker_.finish(caught_up);
     return checker_;
@@ -102,6 +104,38 @@ TEST(ExactlyOnceChecker, AHoleNoResetDeclaredIsALossAndOneDeclaredIsNot) {
   const ExactlyOnceChecker& declared_checker = declared.finish({"c1"});
   EXPECT_TRUE(declared_checker.violations().empty()) << declared_checker.violations().front();
   EXPECT_EQ(declared_checker.excused_messages(), 1u);
+}
+
+// Given the hub's ring (4 messages) and replay limit (2), a reset is judged
+// against what the hub held: with 1..10 published, the ring holds 7..10. An
+// evicted reset after 2 may declare 3..6 lost, not 3..7; an over_limit one
+// after 6 may declare up to 8 (10 - 2), not 9. Without the ring given, both
+// are taken as declared.
+TEST(ExactlyOnceChecker, AResetIsJudgedAgainstWhatTheHubStillHeld) {
+  auto run = [](bool ring, int64_t evicted_to, int64_t over_limit_to) {
+    auto trace = std::make_unique<StreamTrace>();
+    if (ring) trace->checker().set_hub_ring(4, 2);
+    for (int64_t seq = 1; seq <= 10; ++seq) trace->publish(seq);
+    trace->at(1_s).reset(2, evicted_to, "evicted").reset(6, over_limit_to, "over_limit");
+    trace->finish();
+    return trace;
+  };
+  const auto honest = run(true, 6, 8);
+  EXPECT_TRUE(honest->checker().violations().empty()) << honest->checker().violations().front();
+  EXPECT_EQ(honest->checker().resets_judged(), 2u);
+
+  const auto lying = run(true, 7, 9);
+  ASSERT_EQ(lying->checker().violation_count(), 2u);
+  EXPECT_THAT(lying->checker().violations()[0],
+              HasSubstr("reset evicted of c1 at @1s declares 1:3..1:7 lost while the hub still held 1:7..1:10 (a ring "
+                        "of 4 messages): it could have replayed 1:7..1:7"));
+  EXPECT_THAT(lying->checker().violations()[1],
+              HasSubstr("reset over_limit of c1 at @1s declares up to 1:9 lost, but only what lies more than the "
+                        "replay limit (2 messages) behind the top 1:10 may be"));
+
+  const auto unjudged = run(false, 7, 9);
+  EXPECT_TRUE(unjudged->checker().violations().empty());
+  EXPECT_EQ(unjudged->checker().resets_judged(), 0u);
 }
 
 // Each violation names the write that showed it, joined by message id with
