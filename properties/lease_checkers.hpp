@@ -479,6 +479,7 @@ class RecoveryChecker {
   // Requests (message ids) about a connection sent while its gap is open:
   // their timeouts count against the watcher's bound.
   std::unordered_map<uint64_t, std::string> watched_requests_;
+  uint64_t open_gaps_ = 0;  // connections with an open gap
   uint64_t gaps_past_watcher_timeouts_ = 0;
   uint64_t connections_owned_ = 0;
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
