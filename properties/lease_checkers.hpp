@@ -406,6 +406,11 @@ class RecoveryChecker {
     return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts <= kWatcherTimeoutsAssumed &&
            watcher_bounds_.contains(gap.cause);
   }
+  // A watched gap the sweep's bound judges instead: more timeouts than assumed.
+  bool past_watcher_timeouts(const OwnerlessGap& gap) const {
+    return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts > kWatcherTimeoutsAssumed &&
+           watcher_bounds_.contains(gap.cause);
+  }
   // "watcher's" or "sweep's": whose bound judges it; empty when its cause
   // has one bound only.
   std::string_view path_name(const OwnerlessGap& gap) const;
@@ -464,7 +469,7 @@ class RecoveryChecker {
   void on_fault_event(const sim::TraceEvent& event);
   void on_request(const sim::TraceEvent& event);
   void on_timeout(const sim::TraceEvent& event);
-  void forget_watched_requests(ConnectionView& view);
+  void close_gap(ConnectionView& view, bool keep);
   void open_window(WindowKey key, Instant at);
   void close_window(WindowKey key, Instant at, std::string label);
   const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
@@ -478,7 +483,7 @@ class RecoveryChecker {
   std::map<GapCause, RecoveryBound> watcher_bounds_;
   // Requests (message ids) about a connection sent while its gap is open:
   // their timeouts count against the watcher's bound.
-  std::unordered_map<uint64_t, std::string> watched_requests_;
+  std::unordered_map<uint64_t, ConnectionView*> watched_requests_;  // map nodes stay put
   uint64_t open_gaps_ = 0;  // connections with an open gap
   uint64_t gaps_past_watcher_timeouts_ = 0;
   uint64_t connections_owned_ = 0;

@@ -99,21 +99,26 @@ void RecoveryChecker::on_request(const sim::TraceEvent& event) {
   if (found == connections_.end() || !found->second.open_gap) return;
   ConnectionView& view = found->second;
   const auto message = static_cast<uint64_t>(event.value);
-  watched_requests_.emplace(message, std::string(connection));
+  watched_requests_.emplace(message, &view);
   view.watched_requests.push_back(message);
 }
 
-void RecoveryChecker::forget_watched_requests(ConnectionView& view) {
+// The open gap ends: its watched requests are forgotten, and it is kept
+// (judged at finish) or, for a connection that stopped, dropped.
+void RecoveryChecker::close_gap(ConnectionView& view, bool keep) {
   for (const uint64_t message : view.watched_requests) watched_requests_.erase(message);
   view.watched_requests.clear();
+  if (keep) gaps_.push_back(std::move(*view.open_gap));
+  view.open_gap.reset();
+  --open_gaps_;
 }
 
 void RecoveryChecker::on_timeout(const sim::TraceEvent& event) {
   if (watched_requests_.empty()) return;
   const auto found = watched_requests_.find(event.id);
   if (found == watched_requests_.end()) return;
-  const auto view = connections_.find(found->second);
-  if (view != connections_.end() && view->second.open_gap) ++view->second.open_gap->watcher_timeouts;
+  // Present only while its gap is open (forgotten as the gap closes).
+  ++found->second->open_gap->watcher_timeouts;
   watched_requests_.erase(found);
 }
 
@@ -144,10 +149,8 @@ void RecoveryChecker::on_control(const sim::TraceEvent& event) {
     // A STOPPED connection is not owed an owner: its gap is not a recovery.
     if (view.open_gap) {
       ++gaps_dropped_by_stop_;
-      --open_gaps_;
+      close_gap(view, false);
     }
-    forget_watched_requests(view);
-    view.open_gap.reset();
   }
   if (event.label == "control.started") {
     stopping_.erase(connection);
@@ -210,10 +213,7 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
       view.open_gap->ended = at;
       // A watcher that took the lease over stops watching as it does.
       if (!view.gap_watchers.empty() || view.watcher_left == at) view.open_gap->path = OwnerlessGap::Path::watcher;
-      forget_watched_requests(view);
-      gaps_.push_back(std::move(*view.open_gap));
-      view.open_gap.reset();
-      --open_gaps_;
+      close_gap(view, true);
     }
     return;
   }
@@ -364,10 +364,7 @@ const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
 
 void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   const Instant until = gap.ended.value_or(end);
-  if (gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts > kWatcherTimeoutsAssumed &&
-      watcher_bounds_.contains(gap.cause)) {
-    ++gaps_past_watcher_timeouts_;
-  }
+  if (past_watcher_timeouts(gap)) ++gaps_past_watcher_timeouts_;
   const RecoveryBound* bound = bound_for(gap);
   if (!judgeable(gap.cause) || bound == nullptr) {
     gap.verdict = OwnerlessGap::Verdict::not_judged;
@@ -388,7 +385,7 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
     gap.verdict = OwnerlessGap::Verdict::beyond;
     const std::string_view path = path_name(gap);
     const std::string fell_back =
-        gap.path == OwnerlessGap::Path::watcher && !judged_by_watcher(gap) && watcher_bounds_.contains(gap.cause)
+        past_watcher_timeouts(gap)
             ? fmt::format(" ({} requests about it timed out during the gap, more than the watcher's bound's {})",
                           gap.watcher_timeouts, kWatcherTimeoutsAssumed)
             : std::string();
@@ -417,10 +414,7 @@ void RecoveryChecker::finish(Instant end) {
   for (auto& [connection, view] : connections_) {
     if (!view.open_gap) continue;
     if (!view.gap_watchers.empty()) view.open_gap->path = OwnerlessGap::Path::watcher;
-    forget_watched_requests(view);
-    gaps_.push_back(std::move(*view.open_gap));
-    view.open_gap.reset();
-    --open_gaps_;
+    close_gap(view, true);
   }
   for (OwnerlessGap& gap : gaps_) judge(gap, end);
 }
