@@ -100,12 +100,24 @@ void GatewayProcess::join(sim::NodeContext& context, const std::string& connecti
   context.call(shared_.handler, event("ws.join", connection, live_.at(connection).user, room),
                shared_.workload.invoke_timeout, [this, &context, connection, room, attempt](const sim::Envelope* reply) {
                  const bool ok = reply != nullptr && reply->message.as<JoinAnswer>().ok;
+                 if (ok && live_.contains(connection) && context.prng().chance(shared_.workload.leave_share)) {
+                   const Duration after = context.prng().uniform_duration(shared_.workload.leave_after_min,
+                                                                          shared_.workload.leave_after_max);
+                   context.set_timer(after, "gw.leave",
+                                     [this, &context, connection, room] { leave(context, connection, room); });
+                 }
                  if (ok || attempt + 1 >= kJoinAttempts || !live_.contains(connection)) return;
                  // The client sees an error and asks again a little later.
                  context.set_timer(context.prng().uniform_duration(Duration::from_s(1), kJoinRetryWaitMax),
                                    "gw.rejoin",
                                    [this, &context, connection, room, attempt] { join(context, connection, room, attempt + 1); });
                });
+}
+
+void GatewayProcess::leave(sim::NodeContext& context, const std::string& connection, const std::string& room) {
+  if (!live_.contains(connection)) return;
+  context.note("gw.leave", fmt::format("{} {}", connection, room));
+  context.send(shared_.handler, event("ws.leave", connection, live_.at(connection).user, room));
 }
 
 void GatewayProcess::end(sim::NodeContext& context, const std::string& connection, std::string_view cause,
@@ -204,13 +216,18 @@ void RegistryHandler::presence_tick(sim::NodeContext& context) {
 
 void RegistryHandler::on_message(sim::NodeContext& context, const sim::Envelope& envelope) {
   const std::string_view type = envelope.message.type;
-  if (type != "ws.connect" && type != "ws.join" && type != "ws.disconnect") return;
+  if (type != "ws.connect" && type != "ws.join" && type != "ws.leave" && type != "ws.disconnect") return;
   const auto& e = envelope.message.as<RegistryEvent>();
   registry::Actions out;
   if (type == "ws.join") {
     const registry::OperationId id = next_op_++;
     pending_[id] = Pending{Pending::Kind::join, e.connection, e.room, envelope};
     client_->join(id, e.room, e.connection, e.user, clock(context), out);
+  } else if (type == "ws.leave") {
+    const registry::OperationId id = next_op_++;
+    pending_[id] = Pending{Pending::Kind::leave, e.connection, e.room, std::nullopt};
+    context.note("registry.leave", fmt::format("{} {}", e.connection, e.room), static_cast<int64_t>(id));
+    client_->leave(id, e.room, e.connection, clock(context), out);
   } else if (type == "ws.disconnect") {
     const registry::OperationId id = next_op_++;
     pending_[id] = Pending{Pending::Kind::remove, e.connection, {}, std::nullopt};
@@ -314,6 +331,9 @@ void RegistryHandler::done(sim::NodeContext& context, registry::Done& finished) 
       context.reply(*pending.call, sim::Message{"ws.join_answer", 16, std::make_shared<JoinAnswer>(ok)});
       break;
     }
+    case Pending::Kind::leave:
+      context.note("registry.left", fmt::format("{} {} {}", pending.subject, pending.room, error), id);
+      break;
     case Pending::Kind::remove: {
       const auto& removed = std::get<registry::RemoveDone>(finished.outcome);
       context.note("registry.removed",

@@ -3,7 +3,8 @@
 //
 //   GatewayProcess  API Gateway's WebSocket API and the clients behind it.
 //                   Clients connect (a new connection id each time), join
-//                   rooms, sometimes in several tabs of one user, and go away:
+//                   rooms, sometimes in several tabs of one user, leave some
+//                   of them again while connected, and go away:
 //                   a clean close fires $disconnect except for a configurable
 //                   share; an abrupt loss (network gone, laptop closed) never
 //                   fires it; the 2-hour cap closes every connection; a
@@ -12,7 +13,7 @@
 //                   reconnects after a while with a new id and joins its rooms
 //                   again. PostToConnection answers 410 Gone for a dead
 //                   connection and 429 beyond a rate (token bucket).
-//   RegistryHandler The Lambda functions: $connect, join, $disconnect and a
+//   RegistryHandler The Lambda functions: $connect, join, leave, $disconnect and a
 //                   periodic broadcast and presence probe, each through the
 //                   registry core (core/registry) against DynamoDB.
 //
@@ -57,6 +58,11 @@ struct RegistryWorkload {
   Duration vanish_min = Duration::from_min(30);
   Duration vanish_max = Duration::from_min(60);
   Ratio disconnect_loss = Ratio{1, 10}; // clean closes whose $disconnect is lost
+  // Joins after which the client leaves that room again (leave_after_min ..
+  // leave_after_max after its join was answered), staying connected.
+  Ratio leave_share = Ratio{1, 10};
+  Duration leave_after_min = Duration::from_s(5);
+  Duration leave_after_max = Duration::from_s(60);
   Duration connection_cap = Duration::from_h(2);
   std::vector<Instant> maintenances;    // each drops maintenance_share of all connections
   Ratio maintenance_share = Ratio{1, 3};
@@ -116,6 +122,8 @@ class GatewayProcess final : public sim::Process {
   void maintenance(sim::NodeContext& context);
   void connect(sim::NodeContext& context, uint32_t client);
   void join(sim::NodeContext& context, const std::string& connection, const std::string& room, uint32_t attempt);
+  // The client leaves a room it joined; the connection stays.
+  void leave(sim::NodeContext& context, const std::string& connection, const std::string& room);
   // The connection ends; `disconnect`: $disconnect fires.
   void end(sim::NodeContext& context, const std::string& connection, std::string_view cause, bool disconnect);
   const std::vector<std::string>& rooms_of(uint32_t client) const { return client_rooms_[client]; }
@@ -145,9 +153,9 @@ class RegistryHandler final : public sim::Process {
   void presence_tick(sim::NodeContext& context);
 
   struct Pending {
-    enum class Kind : uint8_t { join, remove, broadcast, presence } kind = Kind::join;
-    std::string subject;  // connection (join, remove), room (broadcast), user (presence)
-    std::string room;     // join
+    enum class Kind : uint8_t { join, leave, remove, broadcast, presence } kind = Kind::join;
+    std::string subject;  // connection (join, leave, remove), room (broadcast), user (presence)
+    std::string room;     // join, leave
     std::optional<sim::Envelope> call;  // join: the gateway's call, answered at the end
   };
   const RegistryShared& shared_;

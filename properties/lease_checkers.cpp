@@ -102,7 +102,7 @@ std::string RecoveryBound::formula() const {
 }
 
 LeaseCheckers::LeaseCheckers(NodeNamer names, std::map<GapCause, RecoveryBound> bounds)
-    : tracker_(names), ownership_(names, tracker_), recovery_(std::move(names), std::move(bounds), tracker_) {}
+    : names_(names), tracker_(names), ownership_(names, tracker_), recovery_(std::move(names), std::move(bounds), tracker_) {}
 
 // What each checker's observe() does with its own tracker, with one tracker
 // applied once.
@@ -129,6 +129,7 @@ void LeaseCheckers::observe(const sim::TraceEvent& event) {
   tracker_.apply(event);
   ownership_.after_apply(event);  // takes the tracker's errors: it reports them
   recovery_.after_apply(event);
+  if (acquire_rate_) acquire_rate_->observe(event);
 }
 
 void LeaseCheckers::settle() {
@@ -137,8 +138,8 @@ void LeaseCheckers::settle() {
   tracker_.clear_touched();
 }
 
-void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string label) {
-  recovery_.add_fault_window(start, end, std::move(label));
+void LeaseCheckers::add_fault_window(Instant start, Instant end, std::string label, NodeId node) {
+  recovery_.add_fault_window(start, end, std::move(label), node);
 }
 
 void LeaseCheckers::finish(Instant end) {
@@ -164,11 +165,19 @@ std::vector<std::string> LeaseCheckers::violations() const {
   };
   add(ownership_.violations());
   add(recovery_.violations());
+  if (acquire_rate_) add(acquire_rate_->violations());
   return all;
 }
 
 std::string LeaseCheckers::summary() const {
-  return fmt::format("{}\n{}", ownership_.summary(), recovery_.summary());
+  std::string text = fmt::format("{}\n{}", ownership_.summary(), recovery_.summary());
+  if (acquire_rate_) {
+    text += fmt::format("\nacquires: {} sent, at most {} of one connection by one worker within a lease (a storm: more "
+                        "than {})",
+                        acquire_rate_->acquires(), acquire_rate_->most_within_a_lease(),
+                        AcquireRateChecker::kAcquiresPerLeaseMax);
+  }
+  return text;
 }
 
 }  // namespace leaseproof::properties

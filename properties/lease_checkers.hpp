@@ -30,6 +30,7 @@
 #include "base/lex_compare.hpp"
 #include "base/ids.hpp"
 #include "base/time.hpp"
+#include "properties/acquire_rate_checker.hpp"
 #include "sim/trace.hpp"
 
 namespace leaseproof::properties {
@@ -371,7 +372,10 @@ class RecoveryChecker {
 
   void observe(const sim::TraceEvent& event);
   // E.g. DynamoDB throttling; `end` may be Instant::max() for "until the end".
-  void add_fault_window(Instant start, Instant end, std::string label);
+  // At `node` (a worker whose writes are throttled, say): like its other
+  // faults, it is no excuse for the gaps of its own leases that began after
+  // it did (those are its doing) and excuses the others it overlaps.
+  void add_fault_window(Instant start, Instant end, std::string label, NodeId node = kNoNode);
   // Faults that cannot delay a lease's recovery, so excuse no gap: those at
   // `node` or on its links (the upstream hub, a relay: leases never go
   // through them), and firings of the fault site `site` (one that acts on a
@@ -519,11 +523,13 @@ class LeaseCheckers {
   LeaseCheckers& operator=(const LeaseCheckers&) = delete;
 
   void observe(const sim::TraceEvent& event);
-  void add_fault_window(Instant start, Instant end, std::string label);
+  void add_fault_window(Instant start, Instant end, std::string label, NodeId node = kNoNode);
   void ignore_faults_at(NodeId node) { recovery_.ignore_faults_at(node); }
   void ignore_fault_site(std::string site) { recovery_.ignore_fault_site(std::move(site)); }
   void set_stop_bound(Duration bound) { recovery_.set_stop_bound(bound); }
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { recovery_.set_watcher_bounds(std::move(bounds)); }
+  // Judges acquire storms too (AcquireRateChecker), for leases of this length.
+  void judge_acquire_rate(Duration lease_duration) { acquire_rate_.emplace(names_, lease_duration); }
   void finish(Instant end);
   void check_liveness(Instant healed_at, Duration bound, Instant end);
   // Appended to every violation, so each one says how to replay it.
@@ -533,18 +539,24 @@ class LeaseCheckers {
   RecoveryChecker& recovery() { return recovery_; }
   const OwnershipChecker& ownership() const { return ownership_; }
   const RecoveryChecker& recovery() const { return recovery_; }
+  const AcquireRateChecker* acquire_rate() const { return acquire_rate_ ? &*acquire_rate_ : nullptr; }
 
   std::vector<std::string> violations() const;
-  uint64_t violation_count() const { return ownership_.violation_count() + recovery_.violation_count(); }
+  uint64_t violation_count() const {
+    return ownership_.violation_count() + recovery_.violation_count() +
+           (acquire_rate_ ? acquire_rate_->violation_count() : 0);
+  }
   std::string summary() const;
 
  private:
   // Settles both checkers at the tracker's instant, then clears its touched set.
   void settle();
 
+  NodeNamer names_;
   ActingTracker tracker_;
   OwnershipChecker ownership_;
   RecoveryChecker recovery_;
+  std::optional<AcquireRateChecker> acquire_rate_;
   std::string reproduce_;
   bool finished_ = false;
 };

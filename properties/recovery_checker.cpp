@@ -312,9 +312,9 @@ void RecoveryChecker::ignore_faults_at(NodeId node) { ignored_nodes_.push_back(n
 
 void RecoveryChecker::ignore_fault_site(std::string site) { ignored_sites_.push_back(std::move(site)); }
 
-void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string label) {
+void RecoveryChecker::add_fault_window(Instant start, Instant end, std::string label, NodeId node) {
   LP_ASSERT_LE(start, end);
-  windows_.push_back(FaultWindow{start, end, std::move(label), kNoNode, kNoNode});
+  windows_.push_back(FaultWindow{start, end, std::move(label), node, kNoNode});
 }
 
 const FaultWindow* RecoveryChecker::excusing_window(const OwnerlessGap& gap, Instant until) const {

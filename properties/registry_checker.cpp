@@ -91,8 +91,26 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     for (auto it = joins_waiting_.lower_bound({connection, ""}); it != joins_waiting_.end() && it->first.first == connection;) {
       it = joins_waiting_.erase(it);
     }
+  } else if (label == "gw.leave") {
+    const auto w = words(event.detail);
+    ++figures_.leaves_asked;
+    left_.insert_or_assign({w.at(0), w.at(1)}, Leave{now, std::nullopt});
+  } else if (label == "registry.leave") {
+    const auto w = words(event.detail);
+    leave_ops_[event.value] = {w.at(0), w.at(1)};
+  } else if (label == "registry.left") {
+    const auto w = words(event.detail);  // connection room error
+    leave_ops_.erase(event.value);
+    if (w.at(2) != "-") {
+      ++figures_.leaves_failed;
+    } else {
+      ++figures_.leaves_ok;
+      const auto it = left_.find({w.at(0), w.at(1)});
+      if (it != left_.end() && !it->second.done) it->second.done = now;
+    }
   } else if (label == "registry.joined") {
     const auto w = words(event.detail);
+    left_.erase({w.at(0), w.at(1)});
     rows_[{w.at(0), w.at(1)}] = now;
     rooms_[w.at(1)].insert(w.at(0));
     joins_waiting_.erase({w.at(0), w.at(1)});
@@ -100,7 +118,10 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     const auto w = words(event.detail);  // connection room
     ++figures_.row_deletes;
     const auto it = connections_.find(w.at(0));
-    if (it != connections_.end() && it->second.alive) {
+    const auto leave = leave_ops_.find(event.value);
+    if (leave != leave_ops_.end() && leave->second == std::pair{w.at(0), w.at(1)} && left_.contains(leave->second)) {
+      if (it != connections_.end() && it->second.alive) ++figures_.leave_deletes;  // the row it asked to leave
+    } else if (it != connections_.end() && it->second.alive) {
       violation("lost", fmt::format("lost membership: operation {} deleted the row of {} in {} at {}, a live connection "
                                     "(connected {}): another connection's cleanup removed it",
                                     event.value, w.at(0), w.at(1), at(now), at(it->second.connected)));
@@ -126,7 +147,9 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     ++figures_.broadcasts;
     for (const std::string& connection : rooms_[b.room]) {
       const bool settled = rows_.at({connection, b.room}) + bounds_.read_window <= now;
-      if (connections_[connection].alive && settled) b.expected.push_back(connection);
+      if (connections_[connection].alive && settled && !left_.contains({connection, b.room})) {
+        b.expected.push_back(connection);
+      }
     }
   } else if (label == "gw.post") {
     on_post(event);
@@ -182,6 +205,13 @@ void RegistryChecker::on_post(const sim::TraceEvent& event) {
                           at(rows_.at({connection, b->second.room}) + bounds_.ttl),
                           at(rows_.at({connection, b->second.room})), bounds_.ttl));
   }
+  if (const auto leave = left_.find({connection, b->second.room});
+      leave != left_.end() && leave->second.done && b->second.began > *leave->second.done + bounds_.read_window) {
+    violation("left", fmt::format("staleness: broadcast {} to {} (began {}) posted to {}, which left {} (asked {}, reported "
+                                  "done {})",
+                                  event.value, b->second.room, at(b->second.began), connection, b->second.room,
+                                  at(leave->second.asked), at(*leave->second.done)));
+  }
   if (c.removed && b->second.began > c.removed->second + bounds_.read_window) {
     const auto row = rows_.find({connection, b->second.room});
     const bool written_too_late = row != rows_.end() && row->second + bounds_.gsi_lag_max >= c.removed->first;
@@ -215,7 +245,7 @@ void RegistryChecker::on_broadcast_end(const sim::TraceEvent& event) {
   }
   for (const std::string& connection : b.expected) {
     const Connection& c = connections_[connection];
-    if (!c.alive) continue;  // not a member for the whole broadcast
+    if (!c.alive || left_.contains({connection, b.room})) continue;  // not a member for the whole broadcast
     ++figures_.expected_deliveries;
     const auto status = b.last_status.find(connection);
     if (status != b.last_status.end() && status->second == "ok") {
@@ -273,9 +303,10 @@ std::string RegistryChecker::summary() const {
   const Figures& f = figures_;
   return fmt::format("registry: {} joins asked ({} asked again after a failure); {} broadcasts, {} of {} expected deliveries made ({} left out of the answer, {} "
                      "refused by the gateway past every attempt; {} broadcasts failed while DynamoDB was cut off); {} posts to dead connections; {} presence answers "
-                     "online ({} from rows of dead connections within the TTL); removals {} reported ok, {} failed",
+                     "online ({} from rows of dead connections within the TTL); leaves {} asked, {} reported ok, {} failed; removals {} reported ok, {} failed",
                      f.joins_asked, f.join_retries, f.broadcasts, f.delivered, f.expected_deliveries, f.misses_not_in_answer, f.misses_gateway,
-                     f.broadcasts_failed_in_cut, f.ghost_posts, f.presence_answers, f.presence_online_ghosts, f.removals_ok, f.removals_failed);
+                     f.broadcasts_failed_in_cut, f.ghost_posts, f.presence_answers, f.presence_online_ghosts, f.leaves_asked, f.leaves_ok,
+                     f.leaves_failed, f.removals_ok, f.removals_failed);
 }
 
 }  // namespace leaseproof::properties

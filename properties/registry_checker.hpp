@@ -17,13 +17,16 @@
 //               error) while a network partition was open or after one began
 //               during it is the partition's: counted apart (the registry
 //               scenarios partition only the handler from DynamoDB).
+//               A connection that asked to leave a room (gw.leave) is a
+//               member of it no more from its ask on.
 //   membership  a connection that asked to join a room (gw.join) and stayed
 //               connected is a member (registry.joined) within `join_bound`:
 //               the client's attempts, each answered or timed out.
 //   lost membership  no request deletes a row of a live connection (the
 //               registry deletes a connection's rows only once it is gone:
-//               its $disconnect, or a 410 from a post to it); the handler
-//               notes each row a request deletes (registry.delete).
+//               its $disconnect, or a 410 from a post to it), or the row of
+//               a room the connection asked to leave, by that leave; the
+//               handler notes each row a request deletes (registry.delete).
 //   staleness   no answer (a broadcast's posts, a presence answer) counts a
 //               row past its TTL (its join + ttl, within `ttl_slack`), and no
 //               broadcast that began after a removal of a connection reported
@@ -31,7 +34,9 @@
 //               window) posts to it again,
 //               unless its row was written too late for that removal to see
 //               (its join completed after the removal began, less the GSI's
-//               largest lag).
+//               largest lag); and no broadcast that began after a leave
+//               reported success (plus the read window) posts to the
+//               connection in that room.
 //
 // Besides the verdicts it measures, for the sweep reports: how long after a
 // connection died an answer still counted it (staleness, per dead
@@ -79,6 +84,10 @@ class RegistryChecker {
     uint64_t ghost_posts = 0;         // posts to dead connections (410), within the bounds
     uint64_t presence_answers = 0;
     uint64_t presence_online_ghosts = 0;  // online from rows of dead connections, within the bounds
+    uint64_t leaves_asked = 0;
+    uint64_t leaves_ok = 0;
+    uint64_t leaves_failed = 0;
+    uint64_t leave_deletes = 0;             // rows of live connections a leave deleted, as asked
     uint64_t removals_ok = 0;
     uint64_t removals_failed = 0;
     uint64_t joins_asked = 0;
@@ -132,6 +141,15 @@ class RegistryChecker {
   std::map<std::string, std::set<std::string>> rooms_;           // room -> connections that joined
   std::map<std::string, std::set<std::string>> users_;           // user -> connections
   std::map<int64_t, std::pair<std::string, Instant>> removals_;  // op -> connection, start
+  // (connection, room) a client asked to leave: when it asked, and when a
+  // leave of it first reported success. A join completing after the ask
+  // (a retry in flight) makes it a member again: the entry goes.
+  struct Leave {
+    Instant asked;
+    std::optional<Instant> done;
+  };
+  std::map<std::pair<std::string, std::string>, Leave> left_;
+  std::map<int64_t, std::pair<std::string, std::string>> leave_ops_;  // op -> (connection, room)
   std::map<int64_t, Broadcast> broadcasts_;
   // Joins asked and not done: (connection, room) -> first ask; and their
   // deadlines in order (entries whose join is done are skipped).

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -462,6 +463,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   properties::LeaseCheckers checkers{
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
   checkers.set_watcher_bounds(watcher_bounds(options));
+  checkers.judge_acquire_rate(options.lease.lease_duration);
   // The articles' acquire has no epoch: its tenures are judged by overlap alone.
   checkers.ownership().set_tenure_epochs_judged(options.lease.algorithm != lease::Algorithm::seed);
   world.trace().add_checker([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
@@ -497,10 +499,25 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   models::SqsState sqs_state;
   sqs_state.create_queue("releases");
   models::StreamNotes stream_notes;  // the sink's records (set up with streaming)
-  const NodeId dynamo = world.add_node("dynamodb", {}, [&store, &stream_notes, &config] {
+  // Write throttles: (worker node, from, until), filled once the fleet exists.
+  std::vector<std::tuple<NodeId, Instant, Instant>> throttled_writers;
+  uint64_t writes_refused = 0;
+  const models::WriteRefusal refusal = [&world, &throttled_writers, &writes_refused](NodeId from) {
+    const Instant now = world.now();
+    for (const auto& [node, begin, end] : throttled_writers) {
+      if (node == from && begin <= now && now < end) {
+        ++writes_refused;
+        return true;
+      }
+    }
+    return false;
+  };
+  const NodeId dynamo = world.add_node("dynamodb", {}, [&store, &stream_notes, &config, &o, &refusal] {
     // The lease epoch after each write, in the trace: the ownership checker
     // judges every accepted write by it (DESIGN.md section 4).
-    return std::make_unique<models::DynamoNode>(store, "lease_epoch", &stream_notes, &config.observe_dynamo);
+    auto node = std::make_unique<models::DynamoNode>(store, "lease_epoch", &stream_notes, &config.observe_dynamo);
+    if (!o.write_throttles.empty()) node->refuse_writes(&refusal);
+    return node;
   });
   const NodeId sqs = world.add_node("sqs", {}, [&sqs_state] { return std::make_unique<models::SqsNode>(sqs_state); });
   models::HubShared* hub_shared = nullptr;
@@ -547,6 +564,13 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   for (uint32_t i = 0; i < o.workers; ++i) fleet.start_worker();
   schedule_crashes(world, o, fleet);
   schedule_worker_faults(world, o, fleet, dynamo);
+  for (const WorkerFault& f : o.write_throttles) {
+    const NodeId worker = fleet.all()[f.worker];
+    const Instant begin = Instant::zero() + f.at;
+    throttled_writers.emplace_back(worker, begin, begin + f.length);
+    checkers.add_fault_window(begin, begin + f.length,
+                              fmt::format("writes of {} throttled", world.trace().checker_node_name(worker)), worker);
+  }
   if (streaming) schedule_hub_faults(world, o, fleet, *streaming);
   std::unique_ptr<models::RollingDeploy> deploy;
   if (o.deploy_at) {
@@ -600,6 +624,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   result.metrics = lease_metrics(o, checkers, bounds, watcher_bounds(o), store);
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   if (!o.holds.empty()) result.counters.emplace_back("network.held", world.held_messages());
+  if (!o.write_throttles.empty()) result.counters.emplace_back("dynamo.writes_throttled_by_fault", writes_refused);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {
     result.counters.emplace_back("dynamo.gsi_wcu." + index, static_cast<uint64_t>(units.write_units));

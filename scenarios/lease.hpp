@@ -106,6 +106,12 @@ struct LeaseScenarioOptions {
   // lease: stale requests of an old tenure reach DynamoDB, out of order).
   std::vector<WorkerFault> holds;
   Duration hold_delay = Duration::from_s(40);
+  // Worker -> DynamoDB: writes arriving in [at, at + length) are refused with
+  // ProvisionedThroughputExceededException while reads go through (a hot
+  // partition throttling the writes to the items it holds): the owner's
+  // renews fail while it can still read its lease, a watcher reads an expired
+  // lease and cannot take it.
+  std::vector<WorkerFault> write_throttles;
   std::vector<ConnectionStop> stops;     // the control plane sets these STOPPED
   int64_t throttle_partition_wcu_per_s = 0;  // 0: no throttling
   std::optional<Duration> deploy_at;

@@ -123,7 +123,8 @@ std::string LeaseScenarioOptions::validate() const {
   }
   if (restart_after.is_negative()) return "restart_after must not be negative";
   for (const auto& [name, list] : {std::pair{"pauses", &pauses}, std::pair{"partitions", &partitions},
-                                    std::pair{"holds", &holds}, std::pair{"clock_steps", &clock_steps}}) {
+                                    std::pair{"holds", &holds}, std::pair{"write_throttles", &write_throttles},
+                                    std::pair{"clock_steps", &clock_steps}}) {
     for (size_t i = 0; i < list->size(); ++i) {
       const WorkerFault& fault = (*list)[i];
       if (fault.worker >= workers) {
@@ -211,6 +212,10 @@ std::string LeaseScenarioOptions::describe() const {
   for (const WorkerFault& f : holds) {
     text += fmt::format("\n  hold: worker {} -> dynamodb, requests sent at {} for {} arrive {}..{} late", f.worker,
                         f.at, f.length, hold_delay / 2, hold_delay);
+  }
+  for (const WorkerFault& f : write_throttles) {
+    text += fmt::format("\n  write throttle: worker {} -> dynamodb, writes refused from {} for {}", f.worker, f.at,
+                        f.length);
   }
   for (const WorkerFault& f : clock_steps) {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
@@ -332,7 +337,7 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "clock_steps",
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "clock_steps",
     "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
@@ -504,7 +509,8 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.boolean("stable_worker_ids", options.stable_worker_ids) &&
                   r.boolean("tenure_returns", options.tenure_returns) && r.faults("pauses", options.pauses) &&
                   r.faults("partitions", options.partitions) && r.faults("holds", options.holds) &&
-                  r.duration("hold_delay", options.hold_delay) && r.faults("clock_steps", options.clock_steps) &&
+                  r.duration("hold_delay", options.hold_delay) && r.faults("write_throttles", options.write_throttles) &&
+                  r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
                   r.optional_duration("deploy_at", options.deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
                   r.integer("autoscale_target", options.autoscale_target, 1, 1'000'000) &&
@@ -612,6 +618,7 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"partitions", worker_faults_json(o.partitions)},
           {"holds", worker_faults_json(o.holds)},
           {"hold_delay", format_duration(o.hold_delay)},
+          {"write_throttles", worker_faults_json(o.write_throttles)},
           {"stops", stops},
           {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},
           {"deploy_at", duration_or_null(o.deploy_at)},

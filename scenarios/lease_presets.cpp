@@ -112,6 +112,22 @@ void swarm_holds(uint64_t seed, LeaseScenarioOptions& o) {
   }
 }
 
+// A worker whose writes are throttled while its reads go through (from its
+// own stream), in one seed in four: for 1 s up to two leases, its renews
+// fail while it still reads its leases, its acquires fail while it still
+// reads the expired leases it watches.
+void swarm_write_throttles(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-write-throttles")};
+  if (!prng.chance(Ratio{1, 4})) return;
+  const uint64_t count = 1 + prng.below(2);
+  for (uint64_t i = 0; i < count; ++i) {
+    const Duration length = prng.uniform_duration(D::from_s(1), o.lease.lease_duration * 2);
+    if (length >= o.healed_at()) continue;
+    o.write_throttles.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
+                                      prng.uniform_duration(D::zero(), o.healed_at() - length), length));
+  }
+}
+
 // Stable worker ids (from their own stream), as real workers started with
 // `--worker-id` keep theirs: a restarted worker takes its predecessor's
 // leases back under a new epoch, and deploys replace workers in place.
@@ -156,6 +172,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   swarm_stream(seed, o);
   swarm_holds(seed, o);
   swarm_identity(seed, o);
+  swarm_write_throttles(seed, o);
   o.tenure_returns = sim::Prng{sim::derive_seed(seed, "lease/swarm-tenure")}.chance(Ratio{1, 10});
   return o;
 }
@@ -257,6 +274,7 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   drop_faults_after(o->healed_at(), o->pauses);
   drop_faults_after(o->healed_at(), o->partitions);
   drop_faults_after(o->healed_at(), o->holds);
+  drop_faults_after(o->healed_at(), o->write_throttles);
   drop_faults_after(o->healed_at(), o->clock_steps);
   std::erase_if(o->stops, [&](const ConnectionStop& stop) { return stop.at >= o->healed_at(); });
   if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
@@ -285,6 +303,7 @@ void make_tenure_return(uint64_t seed, const nlohmann::json& parameters, LeaseSc
   if (!given("crash_every")) o.crash_every = D::zero();
   if (!given("pauses")) o.pauses.clear();
   if (!given("partitions")) o.partitions.clear();
+  if (!given("write_throttles")) o.write_throttles.clear();
   if (!given("deploy_at")) o.deploy_at.reset();
   // Put mode's record puts are unfenced: held past a lease is beyond them.
   if (!stream_mode_given) o.stream.mode = resume::RecordMode::transact;
@@ -305,7 +324,7 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   // include it (otherwise a fault naming worker 4 would be valid for the
   // seeds that draw 5 workers and refused for the others).
   if (!given("workers")) {
-    for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.clock_steps}) {
+    for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.write_throttles, &o.clock_steps}) {
       for (const WorkerFault& f : *faults) {
         if (f.worker < kWorkersMax) o.workers = std::max(o.workers, f.worker + 1);
       }
@@ -316,7 +335,7 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                                                                                                      : no_stream;
   const auto stream_given = [&](const char* field) { return stream.contains(field); };
   for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions},
-                               std::pair{"holds", &o.holds}}) {
+                               std::pair{"holds", &o.holds}, std::pair{"write_throttles", &o.write_throttles}}) {
     if (given(field)) continue;
     // A hold lasts until its last held request arrives.
     const Duration tail = faults == &o.holds ? o.hold_delay : Duration::zero();

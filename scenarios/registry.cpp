@@ -91,6 +91,8 @@ RegistryOptions defaults(std::string_view name, uint64_t seed) {
       o.dynamo_cut_at = Duration::from_s(draw.uniform(60, 1500));
       o.dynamo_cut_for = Duration::from_s(draw.uniform(1, 60));
     }
+    // Drawn last: the options above do not depend on it.
+    w.leave_share = Ratio::percent(static_cast<uint64_t>(draw.uniform(0, 30)));
   }
   if (name == "registry-huge-room") {
     // Seed 003's largest room: 50,000 members, DynamoDB's own per-partition
@@ -130,7 +132,7 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   if (!p.is_object()) return "parameters: expected a JSON object";
   static constexpr std::string_view kAllowed[] = {
       "algorithm", "flaws", "clients", "users", "rooms", "rooms_per_client", "room_shards", "ttl",
-      "connection_cap", "disconnect_loss_pct", "abrupt_pct", "maintenance_at", "mass_close_at", "quiet_rooms",
+      "connection_cap", "disconnect_loss_pct", "abrupt_pct", "leave_pct", "maintenance_at", "mass_close_at", "quiet_rooms",
       "throttling", "partition_wcu_per_s", "partition_rcu_per_s", "posts_per_s", "broadcast_interval",
       "dynamo_cut_at", "dynamo_cut_for"};
   for (const auto& [key, value] : p.items()) {
@@ -181,10 +183,12 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   models::RegistryWorkload& w = o.workload;
   int64_t disconnect_loss = -1;
   int64_t abrupt = -1;
+  int64_t leave = -1;
   for (std::string e : {integer("clients", 1, 50000, w.clients), integer("users", 1, 50000, w.users),
                         integer("rooms", 1, 1000, w.rooms), integer("rooms_per_client", 1, 25, w.rooms_per_client),
                         integer("room_shards", 1, 100, o.config.room_shards),
                         integer("disconnect_loss_pct", 0, 100, disconnect_loss), integer("abrupt_pct", 0, 100, abrupt),
+                        integer("leave_pct", 0, 100, leave),
                         integer("partition_wcu_per_s", 1, 100000, o.partition_wcu_per_s),
                         integer("partition_rcu_per_s", 1, 100000, o.partition_rcu_per_s),
                         integer("posts_per_s", 1, 1000000, w.posts_per_s),
@@ -198,6 +202,7 @@ std::string read_parameters(const nlohmann::json& p, RegistryOptions& o) {
   }
   if (disconnect_loss >= 0) w.disconnect_loss = Ratio{static_cast<uint64_t>(disconnect_loss), 100};
   if (abrupt >= 0) w.abrupt_share = Ratio{static_cast<uint64_t>(abrupt), 100};
+  if (leave >= 0) w.leave_share = Ratio{static_cast<uint64_t>(leave), 100};
   if (p.contains("throttling")) {
     if (!p["throttling"].is_boolean()) return fmt::format("throttling: expected true or false, got {}", p["throttling"].dump());
     o.throttling = p["throttling"].get<bool>();
@@ -330,11 +335,11 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
   RunResult result = world_result(
       world, config, o.duration,
       fmt::format("registry: algorithm={}{} clients={} users={} rooms={} rooms_per_client={} shards={} ttl={} cap={} "
-                  "quiet={} disconnect_loss={} abrupt={} throttling={} partition={} WCU/s {} RCU/s posts={}/s "
+                  "quiet={} disconnect_loss={} abrupt={} leave={} throttling={} partition={} WCU/s {} RCU/s posts={}/s "
                   "broadcast every {}{}",
                   registry::to_string(c.algorithm), flaw_text(c), o.workload.clients, o.workload.users, o.workload.rooms,
                   o.workload.rooms_per_client, registry::room_shards(c), c.ttl, o.workload.connection_cap,
-                  o.workload.quiet_rooms, o.workload.disconnect_loss, o.workload.abrupt_share, o.throttling,
+                  o.workload.quiet_rooms, o.workload.disconnect_loss, o.workload.abrupt_share, o.workload.leave_share, o.throttling,
                   o.partition_wcu_per_s, o.partition_rcu_per_s, o.workload.posts_per_s,
                   o.workload.broadcast_interval,
                   o.dynamo_cut_for.is_zero() ? std::string{}
@@ -355,6 +360,9 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
                      {"registry.ghost_posts", f.ghost_posts},
                      {"registry.broadcasts_failed_in_cut", f.broadcasts_failed_in_cut},
                      {"registry.presence_online_ghosts", f.presence_online_ghosts},
+                     {"registry.leaves_asked", f.leaves_asked},
+                     {"registry.leaves_ok", f.leaves_ok},
+                     {"registry.leave_deletes", f.leave_deletes},
                      {"registry.removals_ok", f.removals_ok},
                      {"registry.removals_failed", f.removals_failed},
                      {"dynamodb.throttled_requests", static_cast<uint64_t>(accounting.throttled_requests)},

@@ -68,7 +68,12 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   if (stream_notes_ != nullptr) stream_notes_->queued.clear();  // queued outside a request: not this one's
   std::optional<dynamo::Item> before;
   if (observer_ != nullptr) before = item_before(store_, request);
-  dynamo::Result<dynamo::Response> result = store_.apply(request, context.wall());
+  const dynamo::Operation operation = dynamo::operation_of(request);
+  const bool write = operation != dynamo::Operation::get_item && operation != dynamo::Operation::query &&
+                     operation != dynamo::Operation::create_table;
+  const bool refused = write && refusal_ != nullptr && (*refusal_)(envelope.from);
+  dynamo::Result<dynamo::Response> result =
+      refused ? dynamo::Result<dynamo::Response>{hot_partition_error()} : store_.apply(request, context.wall());
   // value = the request's message id: checkers join it with the caller's notes.
   // A retried transaction answered from its token applied nothing now: it says
   // so, so that no checker takes it for a write made at this instant.

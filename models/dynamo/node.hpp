@@ -64,6 +64,12 @@ struct AppliedRequest {
 };
 using AppliedObserver = std::function<void(const AppliedRequest&)>;
 
+// A fault that throttles the writes of some callers while their reads go
+// through (a hot partition throttles the writes to the items it holds, and
+// so the workers whose leases live there): true refuses a write from `from`
+// with ProvisionedThroughputExceededException before it reaches the store.
+using WriteRefusal = std::function<bool(NodeId from)>;
+
 class DynamoNode final : public sim::Process {
  public:
   // `watched`: an attribute whose value after each applied single-item write
@@ -78,6 +84,10 @@ class DynamoNode final : public sim::Process {
         watched_(watched),
         stream_notes_(stream_notes),
         observer_(observer != nullptr && *observer ? observer : nullptr) {}
+
+  // Writes that `refusal` picks are refused, unapplied (nullptr: none);
+  // kept by the caller.
+  void refuse_writes(const WriteRefusal* refusal) { refusal_ = refusal; }
 
   void on_start(sim::NodeContext&) override {}
   void on_message(sim::NodeContext& context, const sim::Envelope& envelope) override;
@@ -95,6 +105,7 @@ class DynamoNode final : public sim::Process {
   std::string_view watched_;  // a static string
   StreamNotes* stream_notes_;
   const AppliedObserver* observer_;
+  const WriteRefusal* refusal_ = nullptr;
 };
 
 // The answer to one call: the result, or nullptr when the call timed out

@@ -155,4 +155,8 @@ class DynamoStore {
   std::unique_ptr<State> state_;
 };
 
+// DynamoDB's answer to a request beyond a partition's throughput (a hot
+// key): ProvisionedThroughputExceededException, with DynamoDB's message.
+dynamo::DynamoError hot_partition_error();
+
 }  // namespace leaseproof::models

@@ -89,6 +89,8 @@ void TokenBucket::take(int64_t units) {
 
 }  // namespace store_detail
 
+dynamo::DynamoError hot_partition_error() { return store_detail::partition_exceeded(); }
+
 using store_detail::IndexWriteCost;
 using store_detail::WriteCost;
 

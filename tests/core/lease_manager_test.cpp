@@ -638,6 +638,34 @@ TEST(LeaseManager, CounterModeADuplicateReleaseNotificationCannotLetAFastClockSt
   EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
 }
 
+TEST(LeaseManager, WallModeALateDuplicateReleaseNotificationCannotTakeALeaseWithinTheMargin) {
+  // The owner's renews stop reaching DynamoDB (cut off, or its writes
+  // throttled): it acts until its deadline, lease - margin after its last
+  // renew. A second before that deadline, a late duplicate of an old release
+  // notice reaches a worker whose wall clock is 3.5 s ahead (the 4 s
+  // tolerated: twice the margin). Its acquire, sent without a read, must be
+  // refused: on its clock the lease has not expired by the margin. An
+  // acquire condition that took a lease the margin before its expiry
+  // (acquire-margin-sign, docs/mutants.md) takes it here from an owner that
+  // still acts.
+  LeaseWorld world{articles(ExpiryMode::wall), 20};
+  world.add_connections(1);
+  const size_t owner = world.start_worker();
+  world.run_for(6_s);
+  const size_t fast = world.start_worker(ahead(3500_ms));
+  world.run_for(1_s);
+  world.set_unreachable(owner, true);
+  const Instant deadline = world.latest_deadline(owner, "c0");
+  world.run_until(deadline - 1_s);
+  ASSERT_EQ(world.open_sessions(owner), 1u);
+  EXPECT_TRUE(world.notify(fast, "c0"));
+  world.run_for(500_ms);
+  EXPECT_EQ(world.open_sessions(fast), 0u);
+  EXPECT_EQ(world.lease("c0")->owner, "w0");
+  EXPECT_GE(world.mark_count("lease.acquire_refused"), 1);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
 TEST(LeaseManager, SeedAlgorithmAWorkerSixteenSecondsFastTakesALiveLease) {
   LeaseWorld world{seed_algorithm(), 19};
   world.add_connections(4);

@@ -991,5 +991,34 @@ RC_GTEST_PROP(LeaseCheckers, DecideAsTheTwoCheckersDoAlone, ()) {
   RC_TAG(recovery.gaps().empty() ? "no gaps" : "gaps");
 }
 
+TEST(AcquireRateChecker, AWorkerThatAnswersARefusalWithAnotherAcquireAtOnceIsAStorm) {
+  // w1 acquires c1 every 10 ms for 2 s (one per round trip through a 2 s
+  // margin): more than 10 within a 20 s lease, reported once, naming it.
+  TraceBuilder storm;
+  for (int i = 0; i < 200; ++i) storm.at(60_s + 10_ms * i).request(kW1, "acquire", "c1", 0, 100 + i);
+  AcquireRateChecker checker(namer(), 20_s);
+  storm.feed(checker);
+  ASSERT_EQ(checker.violation_count(), 1u);
+  EXPECT_THAT(checker.violations()[0],
+              HasSubstr("acquire storm: w1 sent 11 acquires of connection c1 from @1m0s to @1m0.1s, more than 10 within one "
+                        "lease (20s)"));
+  EXPECT_EQ(checker.most_within_a_lease(), 200u);
+  EXPECT_EQ(checker.acquires(), 200u);
+
+  // What the core sends: two back to back (refused at the margin's edge,
+  // then past it), then one per lease change; other workers and connections
+  // counted apart.
+  TraceBuilder paced;
+  for (int i = 0; i < 30; ++i) {
+    paced.at(60_s + 7_s * i).request(kW1, "acquire", "c1", 0, 1000 + 3 * i);
+    paced.at(60_s + 7_s * i + 10_ms).request(kW1, "acquire", "c1", 0, 1001 + 3 * i);
+    paced.at(60_s + 7_s * i + 20_ms).request(kW2, "acquire", "c1", 0, 1002 + 3 * i).request(kW1, "acquire", "c2", 0, 5000 + i);
+  }
+  AcquireRateChecker calm(namer(), 20_s);
+  paced.feed(calm);
+  EXPECT_EQ(calm.violation_count(), 0u) << calm.violations()[0];
+  EXPECT_EQ(calm.most_within_a_lease(), 6u);  // three lease changes within 20 s, two acquires each
+}
+
 }  // namespace
 }  // namespace leaseproof::properties

@@ -1,6 +1,7 @@
 // The registry checker on hand-built traces: a broadcast that failed is a
 // delivery violation unless a network partition had DynamoDB out of the
-// handler's reach during it; the staleness it measures for the sweep
+// handler's reach during it; a leave ends a membership and may delete only
+// the row it asked for; the staleness it measures for the sweep
 // reports (how long after a death an answer still counted the connection).
 
 #include <gmock/gmock.h>
@@ -105,6 +106,59 @@ TEST(RegistryChecker, DeletingALiveConnectionsRowIsLostMembership) {
   RegistryTrace gone;
   gone.member().at(4'000_ms).note("gw.gone", "c1 closed").at(5'000_ms).note("registry.delete", "c1 r1", 12);
   EXPECT_TRUE(gone.finish().violations().empty());
+}
+
+TEST(RegistryChecker, ALeaveDeletesTheRowItAskedForAndEndsTheMembership) {
+  // c1 asks to leave r1 at 5 s; the leave deletes that row (no lost
+  // membership) and reports success at 6 s. A broadcast that began at 5.5 s
+  // and left c1 out missed nobody (c1 asked to leave before it ended).
+  RegistryTrace trace;
+  trace.member().at(5'000_ms).note("gw.leave", "c1 r1").note("registry.leave", "c1 r1", 12);
+  trace.at(5'200_ms).note("registry.delete", "c1 r1", 12);
+  trace.at(5'500_ms).note("registry.broadcast", "r1", 13).at(5'800_ms).note("registry.broadcast_end", "r1 0 0 0 0 0 0 -", 13);
+  trace.at(6'000_ms).note("registry.left", "c1 r1 -", 12);
+  const RegistryChecker& checker = trace.at(10'000_ms).finish();
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  EXPECT_EQ(checker.figures().leaves_asked, 1u);
+  EXPECT_EQ(checker.figures().leaves_ok, 1u);
+  EXPECT_EQ(checker.figures().leave_deletes, 1u);
+  EXPECT_EQ(checker.figures().expected_deliveries, 0u);
+}
+
+TEST(RegistryChecker, ALeaveDeletesNoOtherRowAndABroadcastAfterItMustNotPostToTheConnection) {
+  // The leave of r1 deleting c1's row in r2: lost membership, operation named.
+  RegistryTrace other_room;
+  other_room.member().at(1'000_ms).note("gw.join", "c1 r2").at(2'000_ms).note("registry.joined", "c1 r2", 2);
+  other_room.at(5'000_ms).note("gw.leave", "c1 r1").note("registry.leave", "c1 r1", 12);
+  other_room.at(5'200_ms).note("registry.delete", "c1 r2", 12);
+  const RegistryChecker& wrong_row = other_room.finish();
+  ASSERT_EQ(wrong_row.violations().size(), 1u);
+  EXPECT_THAT(wrong_row.violations()[0], HasSubstr("lost membership: operation 12 deleted the row of c1 in r2"));
+
+  // The leave reported success at 6 s; a broadcast to r1 beginning at 7 s
+  // (past the read window) still posts to c1: its row was not deleted.
+  RegistryTrace stale;
+  stale.member().at(5'000_ms).note("gw.leave", "c1 r1").note("registry.leave", "c1 r1", 12);
+  stale.at(6'000_ms).note("registry.left", "c1 r1 -", 12);
+  stale.at(7'000_ms).note("registry.broadcast", "r1", 13).at(7'100_ms).note("gw.post", "c1 ok", 13);
+  stale.at(7'200_ms).note("registry.broadcast_end", "r1 1 1 0 0 0 0 -", 13);
+  const RegistryChecker& posted = stale.finish();
+  ASSERT_EQ(posted.violations().size(), 1u);
+  EXPECT_THAT(posted.violations()[0], HasSubstr("staleness: broadcast 13 to r1 (began @7s) posted to c1, which left r1 "
+                                                "(asked @5s, reported done @6s)"));
+
+  // Within the read window of the leave's end the post is no violation, and a
+  // join completing after the ask (a retry) makes c1 a member again.
+  for (const bool rejoined : {false, true}) {
+    RegistryTrace early;
+    early.member().at(5'000_ms).note("gw.leave", "c1 r1").note("registry.leave", "c1 r1", 12);
+    early.at(6'000_ms).note("registry.left", "c1 r1 -", 12);
+    if (rejoined) early.at(6'100_ms).note("registry.joined", "c1 r1", 14);
+    early.at(rejoined ? 7'000_ms : 6'400_ms).note("registry.broadcast", "r1", 13).at(7'100_ms).note("gw.post", "c1 ok", 13);
+    early.at(7'200_ms).note("registry.broadcast_end", "r1 1 1 0 0 0 0 -", 13);
+    const RegistryChecker& checker = early.finish();
+    EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  }
 }
 
 TEST(RegistryChecker, StalenessIsHowLongAfterADeathAnAnswerStillCountedIt) {

@@ -113,6 +113,24 @@ TEST(LeaseScenario, WorkerCrashIsRecoveredWithinTheBound) {
   EXPECT_EQ(result.summary.find("crash: gaps 0"), std::string::npos) << "no crash gap measured:\n" << result.summary;
 }
 
+TEST(LeaseScenario, AWorkerWhoseWritesAreThrottledLosesItsLeasesAndOthersTakeThemInTheBound) {
+  // Worker 0's writes are refused for a minute from 2m while its reads go
+  // through: its renews fail until its deadlines pass (lost leases, not a
+  // crash), its own reads show it the leases it still owns, and the other
+  // workers take them over within the recovery bound.
+  const RunResult result =
+      run("lease-crash", 4, small({{"crash_every", "0s"},
+                 {"write_throttles", json::array({json{{"worker", 0}, {"at", "2m"}, {"length", "1m"}}})}}),
+          6_min);
+  EXPECT_TRUE(result.passed()) << first_violation(result);
+  EXPECT_GT(counter_or_zero(result, "dynamo.writes_throttled_by_fault"), 10u);
+  EXPECT_GT(counter_or_zero(result, "mark.lease.renew_throttled"), 10u);
+  EXPECT_GT(counter_or_zero(result, "mark.lease.deadline_stop"), 0u);
+  EXPECT_NE(result.summary.find("lease_lost: gaps"), std::string::npos) << result.summary;
+  EXPECT_EQ(result.summary.find("lease_lost: gaps 0"), std::string::npos) << "no lost lease measured:\n"
+                                                                          << result.summary;
+}
+
 TEST(LeaseScenario, RollingDeployDrainsAndHandsOver) {
   const RunResult result = run("lease-deploy", 5, small({{"deploy_at", "3m"}}), 10_min);
   EXPECT_TRUE(result.passed()) << first_violation(result);
@@ -320,6 +338,7 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);
+  EXPECT_GT(totals["dynamo.writes_throttled_by_fault"], 0u);  // write_throttles drawn, and they bit
   // Streaming in the same swarm: every reset a correct hub can send (a
   // correct hub never lets a position get ahead of its top: that reset is
   // covered by the hub's own tests) and every close path.
