@@ -110,7 +110,10 @@ void RegistryChecker::observe(const sim::TraceEvent& event) {
     }
   } else if (label == "registry.joined") {
     const auto w = words(event.detail);
-    left_.erase({w.at(0), w.at(1)});
+    // A join that completes after a leave did (a retry still in flight) wrote
+    // the row again: a member again. One that completes while the leave runs
+    // is what the leave deletes.
+    if (const auto leave = left_.find({w.at(0), w.at(1)}); leave != left_.end() && leave->second.done) left_.erase(leave);
     rows_[{w.at(0), w.at(1)}] = now;
     rooms_[w.at(1)].insert(w.at(0));
     joins_waiting_.erase({w.at(0), w.at(1)});

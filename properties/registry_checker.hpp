@@ -142,8 +142,8 @@ class RegistryChecker {
   std::map<std::string, std::set<std::string>> users_;           // user -> connections
   std::map<int64_t, std::pair<std::string, Instant>> removals_;  // op -> connection, start
   // (connection, room) a client asked to leave: when it asked, and when a
-  // leave of it first reported success. A join completing after the ask
-  // (a retry in flight) makes it a member again: the entry goes.
+  // leave of it first reported success. A join completing after that
+  // success (a retry in flight) makes it a member again: the entry goes.
   struct Leave {
     Instant asked;
     std::optional<Instant> done;

@@ -123,6 +123,16 @@ TEST(RegistryChecker, ALeaveDeletesTheRowItAskedForAndEndsTheMembership) {
   EXPECT_EQ(checker.figures().leaves_ok, 1u);
   EXPECT_EQ(checker.figures().leave_deletes, 1u);
   EXPECT_EQ(checker.figures().expected_deliveries, 0u);
+
+  // A join retry completing while the leave runs wrote the row the leave
+  // then deletes: as asked, no lost membership.
+  RegistryTrace retried;
+  retried.member().at(5'000_ms).note("gw.leave", "c1 r1").note("registry.leave", "c1 r1", 12);
+  retried.at(5'100_ms).note("registry.joined", "c1 r1", 9).at(5'200_ms).note("registry.delete", "c1 r1", 12);
+  retried.at(6'000_ms).note("registry.left", "c1 r1 -", 12);
+  const RegistryChecker& during = retried.at(10'000_ms).finish();
+  EXPECT_TRUE(during.violations().empty()) << during.violations()[0];
+  EXPECT_EQ(during.figures().leave_deletes, 1u);
 }
 
 TEST(RegistryChecker, ALeaveDeletesNoOtherRowAndABroadcastAfterItMustNotPostToTheConnection) {
