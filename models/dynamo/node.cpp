@@ -10,6 +10,11 @@ std::string_view request_type(const dynamo::Request& request) {
   return dynamo::operation_name(dynamo::operation_of(request));
 }
 
+bool is_write(dynamo::Operation operation) {
+  return operation != dynamo::Operation::get_item && operation != dynamo::Operation::query &&
+         operation != dynamo::Operation::create_table;
+}
+
 constexpr uint32_t kEnvelopeBytes = 256;  // headers and framing, roughly
 
 uint32_t reply_bytes(const dynamo::Result<dynamo::Response>& result) {
@@ -68,10 +73,8 @@ void DynamoNode::on_message(sim::NodeContext& context, const sim::Envelope& enve
   if (stream_notes_ != nullptr) stream_notes_->queued.clear();  // queued outside a request: not this one's
   std::optional<dynamo::Item> before;
   if (observer_ != nullptr) before = item_before(store_, request);
-  const dynamo::Operation operation = dynamo::operation_of(request);
-  const bool write = operation != dynamo::Operation::get_item && operation != dynamo::Operation::query &&
-                     operation != dynamo::Operation::create_table;
-  const bool refused = write && refusal_ != nullptr && (*refusal_)(envelope.from);
+  // Asked only of writes, and only while a write throttle is configured.
+  const bool refused = refusal_ != nullptr && is_write(dynamo::operation_of(request)) && (*refusal_)(envelope.from);
   dynamo::Result<dynamo::Response> result =
       refused ? dynamo::Result<dynamo::Response>{hot_partition_error()} : store_.apply(request, context.wall());
   // value = the request's message id: checkers join it with the caller's notes.
