@@ -75,6 +75,11 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
                   "Append one JSON line per ended WebSocket session to FILE: worker, lease epoch, first/last frame "
                   "times on the monotonic clock (labs judge ownership from it)")
       ->type_name("FILE");
+  hub->add_option("--tls-cert", args.tls_cert,
+                  "Serve TLS only (wss://, https:// for /metrics and /publish) with this PEM certificate chain; "
+                  "needs --tls-key")
+      ->type_name("FILE");
+  hub->add_option("--tls-key", args.tls_key, "The PEM private key of --tls-cert")->type_name("FILE");
   return hub;
 }
 
@@ -109,6 +114,15 @@ int hub_command(const HubArgs& args) {
   }
   if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
   if (!args.sessions.empty()) check_output_file("--sessions", args.sessions);
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    throw UsageError{args.tls_cert.empty() ? "--tls-key: needs --tls-cert (the certificate it is the key of)"
+                                           : "--tls-cert: needs --tls-key (the certificate's private key)"};
+  }
+  if (!args.tls_cert.empty()) {
+    auto made = runtime::make_tls_server_context(args.tls_cert, args.tls_key);
+    if (auto* error = std::get_if<std::string>(&made)) throw UsageError{*error};
+    options.tls = std::get<runtime::TlsContextPtr>(made);
+  }
 
   asio::io_context io;
   std::unique_ptr<runtime::HubServer> server;
@@ -121,8 +135,8 @@ int hub_command(const HubArgs& args) {
     return kExitFailed;
   }
   write_port_file(args.port_file, server->port());
-  print_line(fmt::format("hub: listening on {}:{}, epoch {}, ping {} / pong timeout {}, queue {} B", options.host,
-                         server->port(), server->epoch() != 0 ? std::to_string(server->epoch()) : "from the shared store",
+  print_line(fmt::format("hub: listening on {}:{}{}, epoch {}, ping {} / pong timeout {}, queue {} B", options.host,
+                         server->port(), options.tls ? " (TLS: wss://, https://)" : "", server->epoch() != 0 ? std::to_string(server->epoch()) : "from the shared store",
                          options.hub.ping_interval, options.hub.pong_timeout, options.hub.subscriber_queue_bytes_max));
   server->start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
@@ -141,7 +155,7 @@ int hub_command(const HubArgs& args) {
 CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
   CLI::App* sub = app.add_subcommand(
       "subscribe", "Run reconnecting subscribers of one channel; record every sequence number once (docs/runtime.md)");
-  sub->add_option("URL", args.url, "The hub, e.g. ws://127.0.0.1:8080/")->required();
+  sub->add_option("URL", args.url, "The hub, e.g. ws://127.0.0.1:8080/ or wss://127.0.0.1:8443/")->required();
   sub->add_option("--channel", args.channel, "Channel to subscribe to")->required();
   sub->add_option("--count", args.count, "Clients in this process (a sink file takes one)")
       ->capture_default_str()
@@ -168,6 +182,9 @@ CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
   sub->add_option("--stats-interval", args.stats_interval, "Print a JSON stats line this often");
   sub->add_option("--seed", args.seed, "Seed of the reconnect jitter (default: from the OS)");
   sub->add_option("--summary", args.summary_path, "Write the summary as JSON to FILE at exit")->type_name("FILE");
+  sub->add_option("--ca-file", args.ca_file,
+                  "wss://: trust the CAs in this PEM file instead of the system's store")
+      ->type_name("FILE");
   sub->add_flag("--bug-cursor-on-receive", args.bug_cursor_on_receive,
                 "Deliberately broken: advance the cursor on receipt, not after recording (labs show it loses "
                 "messages)");
@@ -177,8 +194,15 @@ CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
 int subscribe_command(const SubscribeArgs& args) {
   runtime::SubscriberOptions options;
   const auto url = boost::urls::parse_uri(args.url);
-  if (!url || url->scheme() != "ws" || !url->has_port()) {
-    throw UsageError{fmt::format("URL: '{}' is not ws://HOST:PORT/PATH (wss is not supported)", args.url)};
+  if (!url || (url->scheme() != "ws" && url->scheme() != "wss") || !url->has_port()) {
+    throw UsageError{fmt::format("URL: '{}' is not ws://ADDRESS:PORT/PATH or wss://ADDRESS:PORT/PATH", args.url)};
+  }
+  if (url->scheme() == "wss") {
+    auto made = runtime::make_tls_client_context({.ca_file = args.ca_file});
+    if (auto* error = std::get_if<std::string>(&made)) throw UsageError{"--ca-file: " + *error};
+    options.tls = std::get<runtime::TlsContextPtr>(made);
+  } else if (!args.ca_file.empty()) {
+    throw UsageError{"--ca-file: only for a wss:// URL"};
   }
   std::tie(options.host, options.port) =
       parse_address(fmt::format("{}:{}", std::string{url->host()}, std::string{url->port()}), "URL");

@@ -28,6 +28,8 @@ struct HubArgs {
   std::string redis;  // HOST:PORT of a store shared with other hubs
   std::string redis_prefix = "leaseproof";
   std::string sessions;  // --sessions FILE
+  std::string tls_cert;  // --tls-cert FILE: serve wss:// and https:// with it
+  std::string tls_key;
 };
 
 struct SubscribeArgs {
@@ -49,6 +51,7 @@ struct SubscribeArgs {
   uint64_t seed = 0;
   std::string summary_path;
   bool bug_cursor_on_receive = false;
+  std::string ca_file;  // wss://: trust these CAs instead of the system's store
 };
 
 struct RelayArgs {

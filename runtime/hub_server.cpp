@@ -24,6 +24,7 @@
 #include "runtime/prometheus.hpp"
 #include "runtime/redis_ring.hpp"
 #include "runtime/resume_wire.hpp"
+#include "runtime/ws_stream.hpp"
 
 namespace leaseproof::runtime {
 namespace {
@@ -226,6 +227,15 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   void close_unsubscribed(uint16_t code, const char* reason);
   // Beast failed the connection with `code` (1007, 1009): a protocol error.
   void on_failed_by_beast(Session& session, uint16_t code, const std::string& why);
+  // A TLS handshake failed (a plain-HTTP client, an old TLS version, a
+  // client that does not trust the certificate): counted; the first few and
+  // then every 100th logged, so a scanner cannot fill the log.
+  void on_tls_failure(beast::error_code ec, const std::string& peer) {
+    const uint64_t n = ++counters_.tls_handshake_failures;
+    if (n <= 5 || n % 100 == 0) {
+      log_(fmt::format("hub: TLS handshake with {} failed ({} so far): {}", peer, n, ec.message()));
+    }
+  }
   Frame data_frame(const std::string& channel, int64_t seq) const;
 
   asio::io_context& io_;
@@ -266,8 +276,9 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Pings go out every ping interval until the pong timeout; a Reset once.
   static constexpr std::size_t kControlFramesMax = 64;
 
-  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, beast::tcp_stream stream, Slot* slot,
-          uint64_t data_bytes_max)
+  // Stream: TcpStream, or TlsStream with its handshake done.
+  template <typename Stream>
+  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, Stream stream, Slot* slot, uint64_t data_bytes_max)
       : server_(std::move(server)),
         id_(id),
         ws_(std::move(stream)),
@@ -334,30 +345,37 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
         }
       }
     }
-    beast::get_lowest_layer(ws_).expires_never();
+    ws_.tcp().expires_never();
     websocket::stream_base::timeout timeout{};
     timeout.handshake_timeout = to_chrono(close_timeout);  // also bounds the close handshake
     timeout.idle_timeout = websocket::stream_base::none();  // the core's pings decide liveness
     timeout.keep_alive_pings = false;
-    ws_.set_option(timeout);
-    ws_.read_message_max(frame_max);
-    ws_.text(true);
     close_timeout_ = close_timeout;
-    ws_.async_accept(request, [self = shared_from_this(), subscribe_timeout](beast::error_code ec) {
-      if (ec) return self->gone(true);
-      self->read();
-      if (self->subscribed_) return;
-      self->subscribe_timer_.expires_after(to_chrono(subscribe_timeout));
-      self->subscribe_timer_.async_wait([self, subscribe_timeout](beast::error_code waited) {
-        if (waited || self->subscribed_ || self->closing_) return;
-        if (auto server = self->server_.lock()) {
-          ++server->counters_.subscribe_timeouts;
-          ++server->counters_.closes_by_code[resume::close_code::policy_violation];
-          server->log_(fmt::format("hub: closing connection {} with 1008: no subscribe within {}", self->id_,
-                                   subscribe_timeout));
-        }
-        self->close(resume::close_code::policy_violation, fmt::format("no subscribe within {}", subscribe_timeout));
+    ws_.visit([&](auto& ws) {
+      ws.set_option(timeout);
+      ws.read_message_max(frame_max);
+      ws.text(true);
+      ws.async_accept(request, [self = shared_from_this(), subscribe_timeout](beast::error_code ec) {
+        self->accepted(ec, subscribe_timeout);
       });
+    });
+  }
+
+  // The upgrade's answer went out (or failed): read, and wait for the subscribe.
+  void accepted(beast::error_code ec, Duration subscribe_timeout) {
+    if (ec) return gone(true);
+    read();
+    if (subscribed_) return;
+    subscribe_timer_.expires_after(to_chrono(subscribe_timeout));
+    subscribe_timer_.async_wait([self = shared_from_this(), subscribe_timeout](beast::error_code waited) {
+      if (waited || self->subscribed_ || self->closing_) return;
+      if (auto server = self->server_.lock()) {
+        ++server->counters_.subscribe_timeouts;
+        ++server->counters_.closes_by_code[resume::close_code::policy_violation];
+        server->log_(fmt::format("hub: closing connection {} with 1008: no subscribe within {}", self->id_,
+                                 subscribe_timeout));
+      }
+      self->close(resume::close_code::policy_violation, fmt::format("no subscribe within {}", subscribe_timeout));
     });
   }
 
@@ -393,67 +411,78 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       // 1006 is what a peer sees when no close frame comes (RFC 6455 7.4.1
       // forbids sending it): a dead peer's connection is dropped. The read in
       // flight fails and ends the session.
-      beast::get_lowest_layer(ws_).close();
+      ws_.tcp().close();
       return;
     }
     close_timer_.expires_after(to_chrono(close_timeout_));
     close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec) return;
-      beast::get_lowest_layer(self->ws_).close();  // the handlers in flight fail and end the session
+      self->ws_.tcp().close();  // the handlers in flight fail and end the session
     });
     if (!writing_) send_close();
   }
 
  private:
   void read() {
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) {
-        // Beast has failed the connection itself with a close frame: 1009
-        // for a message over read_message_max, 1007 for a text message that
-        // is not UTF-8. Both are the peer's protocol errors.
-        const uint16_t code = ec == websocket::error::message_too_big     ? resume::close_code::message_too_big
-                              : ec == websocket::error::bad_frame_payload ? resume::close_code::invalid_payload
-                                                                          : 0;
-        if (code != 0 && !self->closing_) {
-          if (auto server = self->server_.lock()) server->on_failed_by_beast(*self, code, ec.message());
-          return self->gone(false);
-        }
-        return self->gone(!self->closing_);
-      }
-      if (!self->closing_) {
-        auto server = self->server_.lock();
-        if (!server) return;
-        const auto data = self->in_.cdata();
-        server->on_client_text(*self, std::string_view{static_cast<const char*>(data.data()), data.size()},
-                               self->ws_.got_text());
-      }
-      self->in_.consume(self->in_.size());
-      self->read();
+    ws_.visit([this](auto& ws) {
+      ws.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
     });
+  }
+
+  // Called from the read's handler, which holds this session alive.
+  void on_read(beast::error_code ec) {
+    if (ec) {
+      // Beast has failed the connection itself with a close frame: 1009
+      // for a message over read_message_max, 1007 for a text message that
+      // is not UTF-8. Both are the peer's protocol errors.
+      const uint16_t code = ec == websocket::error::message_too_big     ? resume::close_code::message_too_big
+                            : ec == websocket::error::bad_frame_payload ? resume::close_code::invalid_payload
+                                                                        : 0;
+      if (code != 0 && !closing_) {
+        if (auto server = server_.lock()) server->on_failed_by_beast(*this, code, ec.message());
+        return gone(false);
+      }
+      return gone(!closing_);
+    }
+    if (!closing_) {
+      auto server = server_.lock();
+      if (!server) return;
+      const auto data = in_.cdata();
+      const bool is_text = ws_.visit([](auto& ws) { return ws.got_text(); });
+      server->on_client_text(*this, std::string_view{static_cast<const char*>(data.data()), data.size()}, is_text);
+    }
+    in_.consume(in_.size());
+    read();
   }
 
   void write() {
     if (writing_ || outbox_.empty() || closing_) return;
     writing_ = true;
-    ws_.async_write(asio::buffer(*outbox_.front().frame), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->writing_ = false;
-      if (ec) return self->gone(!self->closing_);
-      if (self->closing_) return self->send_close();
-      const Outgoing& written = self->outbox_.front();
-      if (written.is_data) {
-        if (auto server = self->server_.lock()) ++server->counters_.data_frames_written;
-        const Instant now = monotonic_now();
-        if (self->data_out_++ == 0) self->first_data_ = now;
-        self->last_data_ = now;
-        self->data_written_ += written.credit;
-        self->outbox_data_ -= written.credit;
-      } else {
-        --self->outbox_control_;
-      }
-      self->outbox_bytes_ -= written.frame->size();
-      self->outbox_.pop_front();
-      self->write();
+    ws_.visit([this](auto& ws) {
+      ws.async_write(asio::buffer(*outbox_.front().frame),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_written(ec); });
     });
+  }
+
+  // Called from the write's handler, which holds this session alive.
+  void on_written(beast::error_code ec) {
+    writing_ = false;
+    if (ec) return gone(!closing_);
+    if (closing_) return send_close();
+    const Outgoing& written = outbox_.front();
+    if (written.is_data) {
+      if (auto server = server_.lock()) ++server->counters_.data_frames_written;
+      const Instant now = monotonic_now();
+      if (data_out_++ == 0) first_data_ = now;
+      last_data_ = now;
+      data_written_ += written.credit;
+      outbox_data_ -= written.credit;
+    } else {
+      --outbox_control_;
+    }
+    outbox_bytes_ -= written.frame->size();
+    outbox_.pop_front();
+    write();
   }
 
   void send_close() {
@@ -461,7 +490,9 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     close_sent_ = true;
     websocket::close_reason reason{close_code_};
     reason.reason = close_reason_.substr(0, 120);
-    ws_.async_close(reason, [self = shared_from_this()](beast::error_code) { self->gone(false); });
+    ws_.visit([&](auto& ws) {
+      ws.async_close(reason, [self = shared_from_this()](beast::error_code) { self->gone(false); });
+    });
   }
 
   // The connection is over (an error, the peer's close, or ours finished).
@@ -471,7 +502,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     close_timer_.cancel();
     subscribe_timer_.cancel();
     beast::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().close(ignored);
+    ws_.tcp().socket().close(ignored);
     if (auto server = server_.lock()) server->on_session_gone(*this, by_peer);
   }
 
@@ -482,7 +513,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   };
   std::weak_ptr<Impl> server_;
   resume::SubscriberId id_;
-  websocket::stream<beast::tcp_stream> ws_;
+  AnyWebSocket ws_;
   beast::flat_buffer in_;
   asio::steady_timer close_timer_;
   asio::steady_timer subscribe_timer_;
@@ -512,31 +543,60 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   uint64_t data_out_ = 0;
 };
 
-// One plain HTTP connection: reads requests until it sees an upgrade (then
-// hands its socket to a Session) or the peer stops.
+// One HTTP connection (over TLS when the hub has a certificate): reads
+// requests until it sees an upgrade (then hands its stream to a Session) or
+// the peer stops.
 class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
-  HttpConnection(std::weak_ptr<Impl> server, tcp::socket socket, std::unique_ptr<Slot> slot)
-      : server_(std::move(server)), stream_(std::move(socket)), slot_(std::move(slot)) {}
+  HttpConnection(std::weak_ptr<Impl> server, tcp::socket socket, std::unique_ptr<Slot> slot, asio::ssl::context* tls)
+      : server_(std::move(server)), stream_(make_stream(std::move(socket), tls)), slot_(std::move(slot)) {}
+
+  // TLS first when there is a certificate, bounded by `handshake_timeout`;
+  // then the requests.
+  void start(Duration handshake_timeout) {
+    auto* tls = std::get_if<TlsStream>(&stream_);
+    if (tls == nullptr) return read();
+    beast::get_lowest_layer(*tls).expires_after(to_chrono(handshake_timeout));
+    tls->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+      if (!ec) return self->read();
+      if (auto server = self->server_.lock()) server->on_tls_failure(ec, self->peer());
+    });
+  }
 
   void read() {
     parser_.emplace();
     parser_->header_limit(16 * 1024);
     parser_->body_limit(kPayloadBytesMax);
-    stream_.expires_after(std::chrono::seconds(30));
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) {
-        if (ec == http::error::body_limit || ec == http::error::header_limit) {
-          return self->reply(http::status::payload_too_large,
-                             fmt::format(R"({{"error":"request larger than {} bytes"}})", kPayloadBytesMax), false);
+    tcp_stream().expires_after(std::chrono::seconds(30));
+    std::visit([this](auto& stream) {
+      http::async_read(stream, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+        if (ec) {
+          if (ec == http::error::body_limit || ec == http::error::header_limit) {
+            return self->reply(http::status::payload_too_large,
+                               fmt::format(R"({{"error":"request larger than {} bytes"}})", kPayloadBytesMax), false);
+          }
+          return;  // the peer went away or sent garbage: drop the connection
         }
-        return;  // the peer went away or sent garbage: drop the connection
-      }
-      self->on_request();
-    });
+        self->on_request();
+      });
+    }, stream_);
   }
 
  private:
+  using Stream = std::variant<TcpStream, TlsStream>;
+  static Stream make_stream(tcp::socket socket, asio::ssl::context* tls) {
+    if (tls == nullptr) return Stream{std::in_place_type<TcpStream>, std::move(socket)};
+    return Stream{std::in_place_type<TlsStream>, std::move(socket), *tls};
+  }
+  TcpStream& tcp_stream() {
+    return std::visit([](auto& stream) -> TcpStream& { return beast::get_lowest_layer(stream); }, stream_);
+  }
+  std::string peer() {
+    beast::error_code ec;
+    const tcp::endpoint endpoint = tcp_stream().socket().remote_endpoint(ec);
+    return ec ? std::string{"a peer"} : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
+  }
+
   void on_request() {
     auto server = server_.lock();
     if (!server) return;
@@ -545,8 +605,12 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     if (websocket::is_upgrade(request)) {
       if (server->shutting_down_) return;
       const resume::SubscriberId id = server->next_id_++;
-      auto session = std::make_shared<Session>(server_, id, std::move(stream_), slot_.release(),
-                                               server->options_.hub.subscriber_queue_bytes_max);
+      auto session = std::visit(
+          [&](auto& stream) {
+            return std::make_shared<Session>(server_, id, std::move(stream), slot_.release(),
+                                             server->options_.hub.subscriber_queue_bytes_max);
+          },
+          stream_);
       server->sessions_.emplace(id, session);
       session->accept(std::move(request), server->options_.client_frame_bytes_max, server->options_.close_timeout,
                       server->options_.subscribe_timeout);
@@ -644,18 +708,29 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     response->keep_alive(keep_alive);
     response->body() = std::move(body);
     response->prepare_payload();
-    http::async_write(stream_, *response, [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
-      if (ec || !response->keep_alive()) {
-        beast::error_code ignored;
-        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-        return;
-      }
-      self->read();
-    });
+    std::visit([&](auto& stream) {
+      http::async_write(stream, *response, [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
+        if (ec || !response->keep_alive()) return self->finish();
+        self->read();
+      });
+    }, stream_);
+  }
+
+  // The last answer is out: TLS says goodbye (close_notify, bounded by the
+  // read's 30 s expiry), then the sending side of the socket closes.
+  void finish() {
+    auto shut = [self = shared_from_this()] {
+      beast::error_code ignored;
+      self->tcp_stream().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    };
+    if (auto* tls = std::get_if<TlsStream>(&stream_)) {
+      return tls->async_shutdown([shut](beast::error_code) { shut(); });
+    }
+    shut();
   }
 
   std::weak_ptr<Impl> server_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::unique_ptr<Slot> slot_;
@@ -677,8 +752,9 @@ void HubServer::Impl::on_accepted(tcp::socket socket) {
   }
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  auto connection = std::make_shared<HttpConnection>(weak_from_this(), std::move(socket), std::make_unique<Slot>(open_));
-  connection->read();
+  auto connection = std::make_shared<HttpConnection>(weak_from_this(), std::move(socket), std::make_unique<Slot>(open_),
+                                                     options_.tls.get());
+  connection->start(options_.subscribe_timeout);
 }
 
 void HubServer::Impl::generate(const std::shared_ptr<Generator>& g) {
@@ -987,6 +1063,8 @@ std::string HubServer::Impl::metrics_text() const {
          "Frames that were not the protocol (closed with 1002, 1003, 1007 or 1009).", counters_.protocol_errors);
   metric("leaseproof_hub_subscribe_timeouts_total", "counter", "Connections closed (1008) for not subscribing in time.",
          counters_.subscribe_timeouts);
+  metric("leaseproof_hub_tls_handshake_failures_total", "counter",
+         "Connections dropped because their TLS handshake failed (with --tls-cert).", counters_.tls_handshake_failures);
   metric("leaseproof_hub_pong_credit_clamped_total", "counter",
          "Pongs claiming more consumed bytes than were written to the socket (clamped).", counters_.pong_credit_clamped);
   metric("leaseproof_hub_outbox_overflows_total", "counter", "Outboxes past their hard bound (closed with 1013).",

@@ -2,7 +2,7 @@
 // The upstream hub in a real process: core/resume's Hub behind a WebSocket
 // server (Boost.Beast), single-threaded on one io_context.
 //
-// One TCP port serves:
+// One TCP port serves (over TLS only when HubServerOptions::tls is set):
 //   WebSocket upgrade (any path)   a subscriber: the resume protocol in the
 //                                  wire format of runtime/resume_wire.hpp
 //   GET  /metrics                  Prometheus text (docs/runtime.md lists them)
@@ -34,6 +34,7 @@
 
 #include "core/resume/hub.hpp"
 #include "runtime/redis_ring.hpp"
+#include "runtime/tls.hpp"
 
 namespace leaseproof::runtime {
 
@@ -75,6 +76,10 @@ struct HubServerOptions {
   // first and last Data frame written, and ended. A lab judges ownership from
   // these, on one clock.
   std::string sessions_path;
+  // Not null: every connection speaks TLS (wss://, https:// for /metrics and
+  // /publish) with this server context (make_tls_server_context); a client
+  // that does not is dropped after its failed handshake.
+  TlsContextPtr tls;
 };
 
 // Counters for /metrics and the tests.
@@ -91,6 +96,7 @@ struct HubServerCounters {
   // that is not UTF-8) or 1009 (larger than client_frame_bytes_max).
   uint64_t protocol_errors = 0;
   uint64_t subscribe_timeouts = 0;  // upgraded, never subscribed: closed 1008
+  uint64_t tls_handshake_failures = 0;  // with a certificate: dropped before any HTTP
   // Pongs whose `consumed` exceeded the Data bytes written to the socket and
   // not yet credited: clamped to those (a peer cannot have read the rest).
   uint64_t pong_credit_clamped = 0;

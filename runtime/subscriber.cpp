@@ -26,6 +26,8 @@
 #include "runtime/clock.hpp"
 #include "runtime/os_random.hpp"
 #include "runtime/resume_wire.hpp"
+#include "runtime/tls.hpp"
+#include "runtime/ws_stream.hpp"
 
 namespace leaseproof::runtime {
 namespace {
@@ -245,21 +247,23 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
     auto connection = std::move(connection_);
     if (connection->open && !connection->writing) {
       ++pool_.closing_;
-      connection->ws.async_close(websocket::close_code::normal, [pool = pool_.shared_from_this(), connection](beast::error_code) {
-        beast::error_code ignored;
-        beast::get_lowest_layer(connection->ws).socket().close(ignored);
-        --pool->closing_;
+      connection->ws.visit([&](auto& ws) {
+        ws.async_close(websocket::close_code::normal, [pool = pool_.shared_from_this(), connection](beast::error_code) {
+          beast::error_code ignored;
+          connection->ws.tcp().socket().close(ignored);
+          --pool->closing_;
+        });
       });
     } else {
-      beast::get_lowest_layer(connection->ws).close();
+      connection->ws.tcp().close();
     }
   }
   bool closed() const { return !connection_; }
 
  private:
   struct Connection {
-    explicit Connection(asio::io_context& io) : ws(io) {}
-    websocket::stream<beast::tcp_stream> ws;
+    Connection(asio::io_context& io, asio::ssl::context* tls) : ws(io, tls) {}
+    AnyWebSocket ws;
     beast::flat_buffer in;
     std::deque<std::string> outbox;
     bool writing = false;
@@ -282,7 +286,7 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
         // The core saw a dead hub (silence): drop the socket, no handshake.
         ++pool_.summary_.closes_by_code[close->code];
         pool_.log_(fmt::format("subscriber {}: closing a silent connection ({})", index_, close->reason));
-        if (connection_) beast::get_lowest_layer(connection_->ws).close();
+        if (connection_) connection_->ws.tcp().close();
         connection_.reset();
       } else if (auto* reset = std::get_if<resume::ResetSeen>(&action)) {
         const std::string kind{resume::to_string(reset->reset.kind)};
@@ -310,30 +314,68 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
   }
 
   void open_connection(const resume::Subscribe& subscribe) {
-    if (connection_) beast::get_lowest_layer(connection_->ws).close();
-    auto connection = std::make_shared<Connection>(pool_.io_);
+    if (connection_) connection_->ws.tcp().close();
+    auto connection = std::make_shared<Connection>(pool_.io_, pool_.options_.tls.get());
     connection_ = connection;
-    auto& layer = beast::get_lowest_layer(connection->ws);
-    layer.expires_after(to_chrono(pool_.options_.connect_timeout));
-    const std::string subscribe_text = encode_subscribe(subscribe);
-    layer.async_connect(pool_.endpoint_, [self = shared_from_this(), connection, subscribe_text](beast::error_code ec) {
+    connection->ws.tcp().expires_after(to_chrono(pool_.options_.connect_timeout));
+    connection->ws.tcp().async_connect(pool_.endpoint_, [self = shared_from_this(), connection,
+                                                         subscribe_text = encode_subscribe(subscribe)](beast::error_code ec) {
       if (connection != self->connection_) return;
       if (ec) return self->failed(true);
       beast::error_code ignored;
-      beast::get_lowest_layer(connection->ws).socket().set_option(tcp::no_delay(true), ignored);
-      const std::string host = fmt::format("{}:{}", self->pool_.options_.host, self->pool_.options_.port);
-      connection->ws.async_handshake(host, self->pool_.options_.path,
-                                     [self, connection, subscribe_text](beast::error_code ec2) {
+      connection->ws.tcp().socket().set_option(tcp::no_delay(true), ignored);
+      self->secure(connection, subscribe_text);
+    });
+  }
+
+  // wss://: the TLS handshake, the address checked against the certificate;
+  // ws://: nothing to do. Within the connect timeout.
+  void secure(const std::shared_ptr<Connection>& connection, const std::string& subscribe_text) {
+    TlsWebSocket* tls = connection->ws.tls();
+    if (tls == nullptr) return handshake(connection, subscribe_text);
+    std::string problem;
+    if (!prepare_tls_connection(tls->next_layer().native_handle(), pool_.options_.host, problem)) {
+      pool_.log_(fmt::format("subscriber {}: {}", index_, problem));
+      return failed(true);
+    }
+    tls->next_layer().async_handshake(asio::ssl::stream_base::client,
+                                      [self = shared_from_this(), connection, subscribe_text](beast::error_code ec) {
+      if (connection != self->connection_) return;
+      if (ec) {
+        self->log_tls_failure(describe_tls_failure(ec, connection->ws.native_tls()));
+        return self->failed(true);
+      }
+      self->handshake(connection, subscribe_text);
+    });
+  }
+
+  // The first few TLS failures of a client, and then every 100th, are
+  // logged: a wrong certificate must be visible, a reconnect loop must not
+  // flood the log.
+  void log_tls_failure(const std::string& why) {
+    ++tls_failures_;
+    if (tls_failures_ <= 3 || tls_failures_ % 100 == 0) {
+      pool_.log_(fmt::format("subscriber {}: TLS with wss://{}:{}: {} ({} so far)", index_, pool_.options_.host,
+                             pool_.options_.port, why, tls_failures_));
+    }
+  }
+
+  void handshake(const std::shared_ptr<Connection>& connection, const std::string& subscribe_text) {
+    const std::string host = fmt::format("{}:{}", pool_.options_.host, pool_.options_.port);
+    connection->ws.visit([&](auto& ws) {
+      ws.async_handshake(host, pool_.options_.path, [self = shared_from_this(), connection, subscribe_text](beast::error_code ec) {
         if (connection != self->connection_) return;
-        if (ec2) return self->failed(true);
-        beast::get_lowest_layer(connection->ws).expires_never();
+        if (ec) return self->failed(true);
+        connection->ws.tcp().expires_never();
         websocket::stream_base::timeout timeout{};
         timeout.handshake_timeout = std::chrono::seconds(2);  // bounds our close handshakes
         timeout.idle_timeout = websocket::stream_base::none();  // the core's hub-silence deadline decides
         timeout.keep_alive_pings = false;
-        connection->ws.set_option(timeout);
-        connection->ws.read_message_max(kPayloadBytesMax + 4096);
-        connection->ws.text(true);
+        connection->ws.visit([&](auto& opened) {
+          opened.set_option(timeout);
+          opened.read_message_max(kPayloadBytesMax + 4096);
+          opened.text(true);
+        });
         connection->open = true;
         self->send(subscribe_text);
         if (self->pool_.options_.read) self->read(connection);
@@ -342,18 +384,28 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
   }
 
   void read(const std::shared_ptr<Connection>& connection) {
-    connection->ws.async_read(connection->in, [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
-      if (connection != self->connection_) return;
-      if (ec) {
-        uint16_t code = resume::close_code::abnormal;
-        if (ec == websocket::error::closed) code = connection->ws.reason().code != 0 ? connection->ws.reason().code : 1005;
-        return self->closed_by_peer(code);
-      }
-      const auto data = connection->in.cdata();
-      self->on_text(std::string_view{static_cast<const char*>(data.data()), data.size()});
-      connection->in.consume(connection->in.size());
-      if (connection == self->connection_) self->read(connection);
+    connection->ws.visit([&](auto& ws) {
+      ws.async_read(connection->in, [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
+        self->on_read(connection, ec);
+      });
     });
+  }
+
+  // Called from the read's handler, which holds this client alive.
+  void on_read(const std::shared_ptr<Connection>& connection, beast::error_code ec) {
+    if (connection != connection_) return;
+    if (ec) {
+      uint16_t code = resume::close_code::abnormal;
+      if (ec == websocket::error::closed) {
+        const uint16_t sent = connection->ws.visit([](auto& ws) -> uint16_t { return ws.reason().code; });
+        code = sent != 0 ? sent : 1005;
+      }
+      return closed_by_peer(code);
+    }
+    const auto data = connection->in.cdata();
+    on_text(std::string_view{static_cast<const char*>(data.data()), data.size()});
+    connection->in.consume(connection->in.size());
+    if (connection == connection_) read(connection);
   }
 
   void on_text(std::string_view text) {
@@ -382,7 +434,7 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
   void protocol_error(const std::string& why) {
     pool_.log_(fmt::format("subscriber {}: the hub broke the protocol: {}", index_, why));
     auto connection = std::move(connection_);
-    if (connection) beast::get_lowest_layer(connection->ws).close();
+    if (connection) connection->ws.tcp().close();
     ++pool_.summary_.closes_by_code[resume::close_code::protocol_error];
     resume::ClientActions actions;
     core_.on_closed(resume::close_code::protocol_error, monotonic_now(), actions);
@@ -398,7 +450,7 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
     auto connection = std::move(connection_);
     if (connection) {
       beast::error_code ignored;
-      beast::get_lowest_layer(connection->ws).socket().close(ignored);
+      connection->ws.tcp().socket().close(ignored);
     }
     if (stopped_) return;
     ++pool_.summary_.closes_by_code[code];
@@ -421,13 +473,15 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
   void write(const std::shared_ptr<Connection>& connection) {
     if (connection->writing || connection->outbox.empty()) return;
     connection->writing = true;
-    connection->ws.async_write(asio::buffer(connection->outbox.front()),
-                               [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
-      connection->writing = false;
-      if (connection != self->connection_) return;
-      if (ec) return self->closed_by_peer(resume::close_code::abnormal);
-      connection->outbox.pop_front();
-      self->write(connection);
+    connection->ws.visit([&](auto& ws) {
+      ws.async_write(asio::buffer(connection->outbox.front()),
+                     [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
+        connection->writing = false;
+        if (connection != self->connection_) return;
+        if (ec) return self->closed_by_peer(resume::close_code::abnormal);
+        connection->outbox.pop_front();
+        self->write(connection);
+      });
     });
   }
 
@@ -479,6 +533,7 @@ class SubscriberPool::Impl::Client : public std::enable_shared_from_this<Client>
   Instant armed_ = Instant::max();
   std::shared_ptr<Connection> connection_;
   bool connected_once_ = false;
+  uint64_t tls_failures_ = 0;
   bool stopped_ = false;
   bool done_ = false;
 };

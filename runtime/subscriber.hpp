@@ -26,6 +26,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/resume/client.hpp"
+#include "runtime/tls.hpp"
 
 namespace leaseproof::runtime {
 
@@ -43,7 +44,10 @@ struct SubscriberOptions {
   uint64_t seed = 0;                     // reconnect jitter; 0 draws one from the OS
   Duration stats_interval = Duration::zero();  // > 0: a stats line this often
   int64_t until_seq = 0;                 // > 0: finish once every cursor reaches this seq
-  Duration connect_timeout = Duration::from_s(5);
+  Duration connect_timeout = Duration::from_s(5);  // TCP connect, TLS and WebSocket handshakes together
+  // Not null: wss:// with this client context (make_tls_client_context);
+  // the certificate is checked against `host`, an IP address.
+  TlsContextPtr tls;
 };
 
 struct LatencyStats {

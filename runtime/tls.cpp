@@ -47,6 +47,25 @@ std::variant<TlsContextPtr, std::string> make_tls_client_context(const TlsClient
   }
 }
 
+std::variant<TlsContextPtr, std::string> make_tls_server_context(const std::string& cert_file,
+                                                                 const std::string& key_file) {
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
+  context->set_options(kProtocolOptions);
+  SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  context->use_certificate_chain_file(cert_file, ec);
+  if (ec) return fmt::format("--tls-cert: '{}': {} (expected a PEM certificate chain)", cert_file, ec.message());
+  context->use_private_key_file(key_file, ssl::context::pem, ec);
+  const bool mismatch = ec && ec.category() == boost::asio::error::get_ssl_category() &&
+                        ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH;
+  if (ec && !mismatch) return fmt::format("--tls-key: '{}': {} (expected a PEM private key)", key_file, ec.message());
+  if (mismatch || SSL_CTX_check_private_key(context->native_handle()) != 1) {
+    ERR_clear_error();
+    return fmt::format("--tls-key: '{}' is not the private key of the certificate in '{}'", key_file, cert_file);
+  }
+  return context;
+}
+
 std::string resolve_ca_file(std::string_view flag, std::string_view aws_ca_bundle) {
   return std::string(flag.empty() ? aws_ca_bundle : flag);
 }

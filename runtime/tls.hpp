@@ -32,6 +32,14 @@ using TlsContextPtr = std::shared_ptr<boost::asio::ssl::context>;
 // The context, or a message naming what is wrong (an unreadable CA file).
 std::variant<TlsContextPtr, std::string> make_tls_client_context(const TlsClientOptions& options);
 
+// A server's context (the hub's --tls-cert/--tls-key): TLS 1.2 or later,
+// the certificate chain from `cert_file` (PEM, the server's certificate
+// first), its private key from `key_file` (PEM). The context, or a message
+// naming the flag and what is wrong (unreadable, not PEM, a key that does not
+// match the certificate).
+std::variant<TlsContextPtr, std::string> make_tls_server_context(const std::string& cert_file,
+                                                                 const std::string& key_file);
+
 // The CA file a process uses: the flag when given, else the value of
 // AWS_CA_BUNDLE (as AWS SDKs honour it), else none: the system store.
 std::string resolve_ca_file(std::string_view flag, std::string_view aws_ca_bundle);

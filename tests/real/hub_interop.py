@@ -8,7 +8,12 @@ docs/resume-core.md "The hub" the reset rules). Each case prints
 printed as "note <name>: ..." so it stays visible. Exit status: 0 when every
 case passed, 1 otherwise, 2 on bad arguments.
 
-  /usr/bin/python3 tests/real/hub_interop.py build/release/cli/leaseproof
+  /usr/bin/python3 tests/real/hub_interop.py [--tls] build/release/cli/leaseproof
+
+With --tls, the hub serves TLS only (--tls-cert/--tls-key from a throwaway CA
+that tests/real/make_test_pki.sh makes), every case runs over wss:// and
+https://, and one more case checks what a TLS hub does with clients that do
+not speak TLS or do not trust it.
 
 Run it with /usr/bin/python3: the websockets module is the distribution's.
 The hub is killed in a finally block (and by the kernel if this script dies:
@@ -23,6 +28,7 @@ import os
 import socket
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -40,6 +46,7 @@ CHANNEL = "c1"
 SYNTHETIC_BYTES = 32  # the size of case reset_evicted's 30 synthetic messages
 DATA_HEADER_BYTES = 16  # a Data frame's share of the hub's queue, besides its payload (core/resume/protocol.cpp)
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_TIMEOUT_S = 60  # every case together
 WATCHDOG_S = 90  # SIGALRM if even the asyncio timeout fails to fire
 CASE_TIMEOUT_S = 15
@@ -186,12 +193,15 @@ class RawClient:
     pongs that lie) and reads only when a case asks it to, so it can stop
     reading altogether. Blocking calls, each bounded by STEP_TIMEOUT_S."""
 
-    def __init__(self, port, receive_buffer=None):
+    def __init__(self, hub, receive_buffer=None):
+        port = hub.port
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if receive_buffer is not None:  # before connect, so the window stays small
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
         self.sock.settimeout(STEP_TIMEOUT_S)
         self.sock.connect(("127.0.0.1", port))
+        if hub.tls is not None:
+            self.sock = hub.tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall((f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
                            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n")
@@ -264,9 +274,20 @@ class RawClient:
 class Hub:
     """The hub process and the HTTP/WebSocket helpers around it."""
 
-    def __init__(self, binary, workdir):
+    def __init__(self, binary, workdir, tls):
         self.binary = binary
         self.workdir = workdir
+        # With --tls: the client context trusting the test CA, and the hub's certificate files.
+        self.tls = None
+        self.tls_files = []
+        self.scheme = "http", "ws"
+        if tls:
+            pki = os.path.join(workdir, "pki")
+            subprocess.run([os.path.join(HERE, "make_test_pki.sh"), pki], check=True, capture_output=True,
+                           timeout=120)
+            self.tls = ssl.create_default_context(cafile=os.path.join(pki, "ca.pem"))
+            self.tls_files = ["--tls-cert", os.path.join(pki, "good.pem"), "--tls-key", os.path.join(pki, "good.key")]
+            self.scheme = "https", "wss"
         self.process = None
         self.port = None
         self.log_path = os.path.join(workdir, "hub.log")
@@ -280,7 +301,7 @@ class Hub:
                 "--replay-max", str(RING_MESSAGES),
                 "--ping-interval", f"{int(PING_INTERVAL_S * 1000)}ms",
                 "--pong-timeout", f"{int(PONG_TIMEOUT_S * 1000)}ms",
-                "--subscribe-timeout", f"{int(SUBSCRIBE_TIMEOUT_S * 1000)}ms", "--port-file", port_file]
+                "--subscribe-timeout", f"{int(SUBSCRIBE_TIMEOUT_S * 1000)}ms", "--port-file", port_file] + self.tls_files
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=die_with_parent)
@@ -317,9 +338,10 @@ class Hub:
 
     async def http(self, method, target, body=None):
         def call():
-            request = urllib.request.Request(f"http://127.0.0.1:{self.port}{target}", data=body, method=method)
+            request = urllib.request.Request(f"{self.scheme[0]}://127.0.0.1:{self.port}{target}", data=body,
+                                             method=method)
             try:
-                with urllib.request.urlopen(request, timeout=STEP_TIMEOUT_S) as response:
+                with urllib.request.urlopen(request, timeout=STEP_TIMEOUT_S, context=self.tls) as response:
                     return response.status, response.read().decode()
             except urllib.error.HTTPError as error:
                 return error.code, error.read().decode(errors="replace")
@@ -351,8 +373,8 @@ class Hub:
         return 0
 
     async def connect(self, name, answer_pings=True):
-        ws = await websockets.connect(f"ws://127.0.0.1:{self.port}/", ping_interval=None, open_timeout=STEP_TIMEOUT_S,
-                                      close_timeout=1)
+        ws = await websockets.connect(f"{self.scheme[1]}://127.0.0.1:{self.port}/", ping_interval=None,
+                                      open_timeout=STEP_TIMEOUT_S, close_timeout=1, ssl=self.tls)
         subscriber = Subscriber(name, ws, answer_pings)
         self.subscribers.append(subscriber)
         return subscriber
@@ -567,7 +589,7 @@ async def case_lying_pongs(hub, notes):
     client's queue fills and it is closed with 1013."""
     closes_before = await hub.metric('leaseproof_hub_closes_total{code="1013"}')
     clamped_before = await hub.metric("leaseproof_hub_pong_credit_clamped_total")
-    liar = RawClient(hub.port, receive_buffer=4096)
+    liar = RawClient(hub, receive_buffer=4096)
     try:
         liar.send_json({"type": "subscribe", "channel": "flood"})
         largest_outbox = 0
@@ -606,7 +628,7 @@ async def case_pong_for_unsent_ping(hub, notes):
     """A pong naming a ping the hub never sent closes with 1002 (a client could
     otherwise keep itself alive with guessed ids)."""
     errors_before = await hub.metric("leaseproof_hub_protocol_errors_total")
-    client = RawClient(hub.port)
+    client = RawClient(hub)
     try:
         client.send_json({"type": "subscribe", "channel": CHANNEL, "after": position(EPOCH, hub.top)})
         client.send_json({"type": "pong", "ping": 10 ** 9, "consumed": 0})
@@ -624,7 +646,7 @@ async def case_pong_for_unsent_ping(hub, notes):
 async def case_no_subscribe(hub, notes):
     """A WebSocket that never subscribes is closed with 1008 after --subscribe-timeout."""
     timeouts_before = await hub.metric("leaseproof_hub_subscribe_timeouts_total")
-    client = RawClient(hub.port)
+    client = RawClient(hub)
     opened = time.monotonic()
     try:
         code, reason = client.read_close(SUBSCRIBE_TIMEOUT_S + CLOSE_SLACK_S)
@@ -641,10 +663,55 @@ async def case_no_subscribe(hub, notes):
         raise Failure(f"subscribe timeouts {timeouts_before} -> {timeouts_after}; expected +1")
 
 
+async def case_tls_refuses_what_is_not_tls(hub, notes):
+    """With --tls-cert (run with --tls): a plain ws:// client, a TLS client that
+    does not trust the hub's CA, and a TCP client that never starts its
+    handshake are each dropped, counted, and hold no connection slot: the
+    silent one goes within --subscribe-timeout, which bounds the handshake."""
+    failures_before = await hub.metric("leaseproof_hub_tls_handshake_failures_total")
+    try:
+        ws = await websockets.connect(f"ws://127.0.0.1:{hub.port}/", ping_interval=None,
+                                      open_timeout=STEP_TIMEOUT_S, close_timeout=1)
+        await ws.close()
+        raise Failure("a plain ws:// client opened a WebSocket on a TLS hub")
+    except (websockets.exceptions.InvalidMessage, websockets.exceptions.InvalidHandshake, OSError, EOFError) as error:
+        notes.append(f"plain ws:// client: {type(error).__name__}")
+    try:
+        ws = await websockets.connect(f"wss://127.0.0.1:{hub.port}/", ping_interval=None,
+                                      open_timeout=STEP_TIMEOUT_S, close_timeout=1, ssl=ssl.create_default_context())
+        await ws.close()
+        raise Failure("a client trusting only the system's store accepted the test CA's certificate")
+    except ssl.SSLCertVerificationError as error:
+        notes.append(f"client without the test CA: {error.verify_message}")
+    silent = socket.create_connection(("127.0.0.1", hub.port), timeout=STEP_TIMEOUT_S)
+    opened = time.monotonic()
+    try:
+        silent.settimeout(SUBSCRIBE_TIMEOUT_S + CLOSE_SLACK_S)
+        try:
+            dropped = silent.recv(1) == b""
+        except ConnectionResetError:
+            dropped = True
+        except socket.timeout:
+            dropped = False
+    finally:
+        silent.close()
+    if not dropped:
+        raise Failure(f"a client that never started TLS was still connected after {SUBSCRIBE_TIMEOUT_S + CLOSE_SLACK_S}s")
+    notes.append(f"silent TCP client dropped after {time.monotonic() - opened:.2f}s")
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while True:
+        failures_after = await hub.metric("leaseproof_hub_tls_handshake_failures_total")
+        if failures_after >= failures_before + 3 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    if failures_after != failures_before + 3:
+        raise Failure(f"TLS handshake failures {failures_before} -> {failures_after}; expected +3")
+
+
 async def closed_by_library(hub, frame, want_code):
     errors_before = await hub.metric("leaseproof_hub_protocol_errors_total")
     closes_before = await hub.metric(f'leaseproof_hub_closes_total{{code="{want_code}"}}')
-    client = RawClient(hub.port)
+    client = RawClient(hub)
     try:
         client.send_frame(frame)
         code, reason = client.read_close(STEP_TIMEOUT_S)
@@ -673,7 +740,7 @@ async def case_frame_too_big(hub, notes):
 async def case_shutdown_closes_unsubscribed(hub, notes):
     """SIGTERM closes a connection that never subscribed with 1001 at once, and
     the hub exits without waiting for it. Last: it stops the hub."""
-    client = RawClient(hub.port)
+    client = RawClient(hub)
     try:
         signalled = time.monotonic()
         hub.process.send_signal(signal.SIGTERM)
@@ -732,9 +799,12 @@ async def run_case(hub, name, case):
     return failed
 
 
+TLS_CASES = [("tls_refuses_what_is_not_tls", case_tls_refuses_what_is_not_tls)]
+
+
 async def run_cases(hub):
     failed = 0
-    for name, case in CASES:
+    for name, case in CASES + (TLS_CASES if hub.tls is not None else []):
         failed += await run_case(hub, name, case)
     if hub.process.poll() is not None:
         failed += 1
@@ -757,19 +827,27 @@ def on_signal(signum, frame):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print(f"usage: {argv[0]} PATH/TO/leaseproof", file=sys.stderr)
+    tls = "--tls" in argv[1:]
+    args = [a for a in argv[1:] if a != "--tls"]
+    if len(args) != 1:
+        print(f"usage: {argv[0]} [--tls] PATH/TO/leaseproof", file=sys.stderr)
         return 2
-    binary = os.path.abspath(argv[1])
+    binary = os.path.abspath(args[0])
     workdir = tempfile.mkdtemp(prefix="hub_interop.")
-    hub = Hub(binary, workdir)
+    try:
+        hub = Hub(binary, workdir, tls)
+    except (subprocess.SubprocessError, OSError, ssl.SSLError) as error:
+        print(f"FAIL tls_setup: the test certificates: {error}", flush=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+        return 1
     signal.signal(signal.SIGALRM, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     signal.alarm(WATCHDOG_S)
     failed = 1
     try:
         hub.start()
-        print(f"hub: pid {hub.process.pid}, port {hub.port}, websockets {websockets.__version__}", flush=True)
+        print(f"hub: pid {hub.process.pid}, port {hub.port}, {'TLS' if tls else 'plain'}, "
+              f"websockets {websockets.__version__}", flush=True)
         failed = asyncio.run(asyncio.wait_for(run_cases(hub), RUN_TIMEOUT_S))
     except Failure as error:
         print(f"FAIL hub_start: {error}", flush=True)

@@ -7,8 +7,10 @@ Passes when
   - control reaches the endpoint trusting the test CA by --ca-file and by
     AWS_CA_BUNDLE, and fails without it (the system store does not know it);
   - a worker holds leases over https and records published messages it
-    streams over wss:// (the hub behind a second TLS proxy, as behind a load
-    balancer that terminates TLS);
+    streams over wss:// from `leaseproof hub --tls-cert/--tls-key` (publishes
+    over https to the same port);
+  - `leaseproof subscribe wss://... --ca-file` records them too, and without
+    --ca-file logs the untrusted certificate and records nothing;
   - a worker whose hub presents a certificate for another host logs
     stream.connect_error naming the mismatch, and records nothing from it;
   - a certificate for another host, an expired one, one from an untrusted CA
@@ -27,6 +29,7 @@ process it started, also on failure. About 20 s.
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -98,14 +101,27 @@ def run(binary, workdir):
         print("PASS a missing CA file: exit 2 naming --ca-file")
 
         # A worker holds leases and records over https.
-        hub_port_file = os.path.join(workdir, "hub.port")
-        processes.start("hub", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file])
-        hub_port = int(wait_file(hub_port_file, 10))
-        hub_ports_path = os.path.join(workdir, "hub-proxy.ports")
-        processes.start("hub-tls-proxy", ["/usr/bin/python3", os.path.join(HERE, "tls_proxy.py"), "--target",
-                                          f"127.0.0.1:{hub_port}", "--port-file", hub_ports_path] +
-                        [f"{name}={pki}/{name}.pem,{pki}/{name}.key" for name in ("good", "wrong-host")])
-        hub_tls = json.loads(wait_file(hub_ports_path, 10))
+        # The hub's TLS flags, refused with exit 2 naming the flag; subscribe's --ca-file too.
+        for args, flag in [(["hub", "--tls-cert", f"{pki}/good.pem"], "--tls-cert: needs --tls-key"),
+                           (["hub", "--tls-cert", f"{pki}/good.pem", "--tls-key", f"{pki}/expired.key"],
+                            "is not the private key of the certificate"),
+                           (["hub", "--tls-cert", os.path.join(workdir, "missing.pem"), "--tls-key",
+                             f"{pki}/good.key"], "--tls-cert: "),
+                           (["subscribe", "ws://127.0.0.1:1/", "--channel", "c0", "--ca-file", ca],
+                            "--ca-file: only for a wss:// URL")]:
+            done = subprocess.run([binary] + args, capture_output=True, text=True, timeout=10)
+            if done.returncode != 2 or flag not in done.stderr:
+                fail(f"{' '.join(args)}: exit {done.returncode}, expected 2 and '{flag}': {done.stderr}")
+        print("PASS hub --tls-cert/--tls-key and subscribe --ca-file: bad values refused with exit 2 naming the flag")
+
+        hub_tls = {}  # the hub's own TLS, one hub per certificate
+        for name in ("good", "wrong-host"):
+            hub_port_file = os.path.join(workdir, f"hub-{name}.port")
+            processes.start(f"hub-{name}", [binary, "hub", "--epoch", "1", "--port-file", hub_port_file,
+                                            "--tls-cert", f"{pki}/{name}.pem", "--tls-key", f"{pki}/{name}.key"])
+            hub_tls[name] = int(wait_file(hub_port_file, 10))
+        hub_port = hub_tls["good"]
+        trust_ca = ssl.create_default_context(cafile=ca)
         status, output, _ = control(binary, ["start", "--endpoint", url["good"], "--ca-file", ca, "--connections",
                                              "c0..c3", "--url", f"wss://localhost:{hub_tls['good']}/"])
         if status != 0:
@@ -124,8 +140,8 @@ def run(binary, workdir):
         for _ in range(5):
             for c in ("c0", "c1", "c2", "c3"):
                 urllib.request.urlopen(urllib.request.Request(
-                    f"http://127.0.0.1:{hub_port}/publish?channel={c}&count=1&size=64", data=b"", method="POST"),
-                    timeout=5).read()
+                    f"https://127.0.0.1:{hub_port}/publish?channel={c}&count=1&size=64", data=b"", method="POST"),
+                    timeout=5, context=trust_ca).read()
         deadline = time.monotonic() + 15
         while True:  # every message recorded, and each lease renewed at least once
             values = metrics(worker_status)
@@ -140,6 +156,25 @@ def run(binary, workdir):
               f"{renews} renews, {values.get('leaseproof_worker_dynamo_ambiguous_total', '0')} requests without an answer")
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(15)
+
+        # subscribe over wss: with the CA it records c0's five messages; without it, nothing, and says why.
+        summary_path = os.path.join(workdir, "subscribe.json")
+        done = subprocess.run([binary, "subscribe", f"wss://127.0.0.1:{hub_port}/", "--channel", "c0", "--ca-file", ca,
+                               "--until-seq", "5", "--duration", "10s", "--summary", summary_path],
+                              capture_output=True, text=True, timeout=30)
+        summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}
+        if done.returncode != 0 or summary.get("recorded") != 5:
+            fail(f"subscribe over wss with --ca-file: exit {done.returncode}, summary {summary}: "
+                 f"{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        done = subprocess.run([binary, "subscribe", f"wss://127.0.0.1:{hub_port}/", "--channel", "c0", "--duration",
+                               "2s", "--summary", summary_path], capture_output=True, text=True, timeout=30)
+        summary = json.load(open(summary_path))
+        said = [line for line in done.stdout.splitlines() if "TLS with wss://" in line]
+        if (done.returncode != 0 or summary.get("recorded") != 0 or summary.get("connect_failures", 0) < 1 or not said
+                or "signed by no CA this process trusts" not in said[0]):
+            fail(f"subscribe over wss without the CA: exit {done.returncode}, summary {summary}: {done.stdout[-2000:]}")
+        print(f"PASS subscribe over wss: 5 of 5 recorded with --ca-file; without it "
+              f"{summary['connect_failures']} failed connects, {len(said)} log lines: {said[0]}")
 
         # The hub behind a certificate for another host: the stream never opens, and the log says why.
         wrong_hub = processes.start("worker-wrong-hub", [binary, "worker", "--worker-id", "w-wrong-hub", "--endpoint",
