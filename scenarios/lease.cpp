@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "base/lex_compare.hpp"
+#include "core/lease/requests.hpp"
 #include "models/autoscaler.hpp"
 #include "models/control_plane.hpp"
 #include "models/deploy.hpp"
@@ -133,6 +134,50 @@ void schedule_worker_faults(sim::World& world, const LeaseScenarioOptions& optio
   for (const WorkerFault& held : options.holds) {
     world.hold(fleet.all()[held.worker], dynamo, Instant::zero() + held.at, Instant::zero() + held.at + held.length,
                options.hold_delay / 2, options.hold_delay);
+  }
+}
+
+// Sends what a test asks it to (late_notices); nothing of its own.
+class FaultSender final : public sim::Process {
+ public:
+  void on_start(sim::NodeContext&) override {}
+  void on_message(sim::NodeContext&, const sim::Envelope&) override {}
+};
+
+// LeaseScenarioOptions::late_notices. When a write throttle begins, the
+// first connection (by index) whose lease the throttled worker holds in the
+// table: its owner stops acting when its own wall clock reads the lease's
+// expiry minus the margin (its deadline, counted from the renew that set
+// that expiry). The duplicate notice is sent `lead` before that, true time;
+// it reaches SQS and a polling worker within a few link delays.
+void schedule_late_notices(sim::World& world, const LeaseScenarioOptions& o, const Fleet& fleet,
+                           const models::DynamoStore& store, NodeId sqs, NodeId sender, uint64_t& sent) {
+  sim::Prng prng = world.prng_for("lease/late-notices");
+  for (const WorkerFault& f : o.write_throttles) {
+    const Duration lead = prng.uniform_duration(Duration::zero(), o.skew_max);
+    const NodeId worker = fleet.all()[f.worker];
+    world.at(Instant::zero() + f.at, [&world, &o, &store, &sent, worker, sqs, sender, lead] {
+      const auto* process = dynamic_cast<const models::WorkerProcess*>(world.process(worker));
+      if (process == nullptr || world.state(worker) != sim::ProcessState::running) return;
+      for (uint32_t i = 0; i < o.connections; ++i) {
+        std::string connection = fmt::format("c{}", i);
+        const dynamo::Item key = lease::key_of(connection);
+        const auto* owner = store.peek_attribute(o.lease.table.name, key, "lease_owner");
+        const auto* expires = store.peek_attribute(o.lease.table.name, key, "lease_expires_at_ms");
+        if (owner == nullptr || expires == nullptr || owner->text() != process->worker_id()) continue;
+        const int64_t wall_ms = world.clock(worker).wall(world.now()).ms();
+        const Duration until = Duration::from_ms(std::stoll(expires->text()) - o.lease.safety_margin.ms() - wall_ms) - lead;
+        if (until <= Duration::zero()) return;
+        world.at(world.now() + until, [&world, &o, &sent, sqs, sender, connection = std::move(connection)] {
+          sim::NodeContext context{world, sender};
+          context.note("fault.late_notice", connection);
+          ++sent;
+          models::sqs_send(context, sqs, "releases", connection, fmt::format("{}@late-{}", connection, sent),
+                           connection, Duration::from_s(5), [](const models::SqsSendReply*) {});
+        });
+        return;
+      }
+    });
   }
 }
 
@@ -571,6 +616,11 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     checkers.add_fault_window(begin, begin + f.length,
                               fmt::format("writes of {} throttled", world.trace().checker_node_name(worker)), worker);
   }
+  uint64_t late_notices_sent = 0;
+  if (o.late_notices && !o.write_throttles.empty() && !seed_algorithm) {
+    const NodeId sender = world.add_node("late-notices", {}, [] { return std::make_unique<FaultSender>(); });
+    schedule_late_notices(world, o, fleet, store, sqs, sender, late_notices_sent);
+  }
   if (streaming) schedule_hub_faults(world, o, fleet, *streaming);
   std::unique_ptr<models::RollingDeploy> deploy;
   if (o.deploy_at) {
@@ -625,6 +675,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   if (!o.holds.empty()) result.counters.emplace_back("network.held", world.held_messages());
   if (!o.write_throttles.empty()) result.counters.emplace_back("dynamo.writes_throttled_by_fault", writes_refused);
+  if (o.late_notices) result.counters.emplace_back("sqs.late_notices_sent", late_notices_sent);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {
     result.counters.emplace_back("dynamo.gsi_wcu." + index, static_cast<uint64_t>(units.write_units));

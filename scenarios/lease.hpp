@@ -112,6 +112,14 @@ struct LeaseScenarioOptions {
   // renews fail while it can still read its lease, a watcher reads an expired
   // lease and cannot take it.
   std::vector<WorkerFault> write_throttles;
+  // With write_throttles: when each begins, one lease the throttled worker
+  // holds gets a late duplicate of a release notice (SQS delivers at least
+  // once) sent to the queue a little before that worker's deadline, by up to
+  // skew_max: a worker whose clock is ahead by more receives it while the
+  // lease, by its clock, expired less than the margin ago, and sends an
+  // acquire no read of its own preceded. Only the margin in the acquire's
+  // condition keeps it from taking a lease its owner still acts on.
+  bool late_notices = false;
   std::vector<ConnectionStop> stops;     // the control plane sets these STOPPED
   int64_t throttle_partition_wcu_per_s = 0;  // 0: no throttling
   std::optional<Duration> deploy_at;

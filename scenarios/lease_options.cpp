@@ -217,6 +217,9 @@ std::string LeaseScenarioOptions::describe() const {
     text += fmt::format("\n  write throttle: worker {} -> dynamodb, writes refused from {} for {}", f.worker, f.at,
                         f.length);
   }
+  if (late_notices && !write_throttles.empty()) {
+    text += "\n  late notices: a duplicate release notice of a throttled worker's lease, just before its deadline";
+  }
   for (const WorkerFault& f : clock_steps) {
     text += fmt::format("\n  clock step: worker {} at {} by {}", f.worker, f.at, f.length);
   }
@@ -337,8 +340,8 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "clock_steps",
-    "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "late_notices",
+    "clock_steps", "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
     "enabled", "record_mode", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
@@ -510,6 +513,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.boolean("tenure_returns", options.tenure_returns) && r.faults("pauses", options.pauses) &&
                   r.faults("partitions", options.partitions) && r.faults("holds", options.holds) &&
                   r.duration("hold_delay", options.hold_delay) && r.faults("write_throttles", options.write_throttles) &&
+                  r.boolean("late_notices", options.late_notices) &&
                   r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
                   r.optional_duration("deploy_at", options.deploy_at) && r.boolean("autoscaler", options.autoscaler) &&
@@ -619,6 +623,7 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"holds", worker_faults_json(o.holds)},
           {"hold_delay", format_duration(o.hold_delay)},
           {"write_throttles", worker_faults_json(o.write_throttles)},
+          {"late_notices", o.late_notices},
           {"stops", stops},
           {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},
           {"deploy_at", duration_or_null(o.deploy_at)},

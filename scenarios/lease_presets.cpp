@@ -115,10 +115,12 @@ void swarm_holds(uint64_t seed, LeaseScenarioOptions& o) {
 // A worker whose writes are throttled while its reads go through (from its
 // own stream), in one seed in four: for 1 s up to two leases, its renews
 // fail while it still reads its leases, its acquires fail while it still
-// reads the expired leases it watches.
+// reads the expired leases it watches. In half of those seeds, late
+// duplicate release notices of its leases (late_notices).
 void swarm_write_throttles(uint64_t seed, LeaseScenarioOptions& o) {
   sim::Prng prng{sim::derive_seed(seed, "lease/swarm-write-throttles")};
   if (!prng.chance(Ratio{1, 4})) return;
+  o.late_notices = sim::Prng{sim::derive_seed(seed, "lease/swarm-late-notices")}.chance(Ratio{1, 2});
   const uint64_t count = 1 + prng.below(2);
   for (uint64_t i = 0; i < count; ++i) {
     const Duration length = prng.uniform_duration(D::from_s(1), o.lease.lease_duration * 2);

@@ -13,12 +13,16 @@ using dynamo::Item;
 AttributeValue S(std::string_view text) { return AttributeValue::string(std::string{text}); }
 AttributeValue N(int64_t value) { return AttributeValue::number(value); }
 
+}  // namespace
+
 Item key_of(std::string_view connection) {
   Item item;  // every request has one: no brace list to copy from
   item.reserve(1);
   item.emplace_sorted("pk", AttributeValue::string(connection_key(connection)));
   return item;
 }
+
+namespace {
 
 dynamo::UpdateItemRequest update(const LeaseConfig& config, std::string_view connection) {
   dynamo::UpdateItemRequest request;

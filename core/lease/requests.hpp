@@ -27,6 +27,7 @@ inline constexpr const char* kStopped = "STOPPED";
 
 std::string connection_key(std::string_view connection);  // "CONN#<id>"
 std::string reconcile_shard(std::string_view connection, uint32_t shards);  // "STARTED#<k>"
+dynamo::Item key_of(std::string_view connection);  // the lease item's key: {pk: connection_key}
 
 // What the acquirer knows about the lease it wants to take.
 struct AcquireBasis {

@@ -45,7 +45,7 @@ TOP = {
     "restart_after": "dur", "stable_worker_ids": "bool", "throttle_partition_wcu_per_s": "int", "deploy_at": "dur", "autoscaler": "bool",
     "autoscale_target": "int", "heal_at": "dur", "expiry": ["wall", "counter"], "algorithm": ["core", "seed"],
     "pauses": "faults", "partitions": "faults", "holds": "faults", "hold_delay": "dur", "write_throttles": "faults",
-    "clock_steps": "faults",
+    "late_notices": "bool", "clock_steps": "faults",
     "stops": "stops",
 }
 STREAM = {

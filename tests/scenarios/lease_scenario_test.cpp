@@ -131,6 +131,20 @@ TEST(LeaseScenario, AWorkerWhoseWritesAreThrottledLosesItsLeasesAndOthersTakeThe
                                                                           << result.summary;
 }
 
+TEST(LeaseScenario, ALateReleaseNoticeOfAThrottledWorkersLeaseIsSentBeforeItsDeadlineAndTakesNothing) {
+  // Worker 0's writes are refused from 2m; one of its leases gets a late
+  // duplicate release notice just before its deadline. Whoever receives it
+  // sends an acquire the lease's condition must refuse (the owner still acts
+  // on it): the run passes, and the notice was sent and acted on.
+  const RunResult result =
+      run("lease-crash", 4, small({{"crash_every", "0s"}, {"skew_max", "400ms"}, {"late_notices", true},
+                 {"write_throttles", json::array({json{{"worker", 0}, {"at", "2m"}, {"length", "1m"}}})}}),
+          6_min);
+  EXPECT_TRUE(result.passed()) << first_violation(result);
+  EXPECT_EQ(counter_or_zero(result, "sqs.late_notices_sent"), 1u);
+  EXPECT_GT(counter_or_zero(result, "mark.lease.acquire_refused"), 0u);
+}
+
 TEST(LeaseScenario, RollingDeployDrainsAndHandsOver) {
   const RunResult result = run("lease-deploy", 5, small({{"deploy_at", "3m"}}), 10_min);
   EXPECT_TRUE(result.passed()) << first_violation(result);
@@ -339,6 +353,7 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);
   EXPECT_GT(totals["dynamo.writes_throttled_by_fault"], 0u);  // write_throttles drawn, and they bit
+  EXPECT_GT(totals["sqs.late_notices_sent"], 0u);             // late_notices drawn with them, and sent
   // Streaming in the same swarm: every reset a correct hub can send (a
   // correct hub never lets a position get ahead of its top: that reset is
   // covered by the hub's own tests) and every close path.
