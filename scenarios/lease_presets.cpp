@@ -120,7 +120,6 @@ void swarm_holds(uint64_t seed, LeaseScenarioOptions& o) {
 void swarm_write_throttles(uint64_t seed, LeaseScenarioOptions& o) {
   sim::Prng prng{sim::derive_seed(seed, "lease/swarm-write-throttles")};
   if (!prng.chance(Ratio{1, 4})) return;
-  o.late_notices = sim::Prng{sim::derive_seed(seed, "lease/swarm-late-notices")}.chance(Ratio{1, 2});
   const uint64_t count = 1 + prng.below(2);
   for (uint64_t i = 0; i < count; ++i) {
     const Duration length = prng.uniform_duration(D::from_s(1), o.lease.lease_duration * 2);
@@ -128,6 +127,7 @@ void swarm_write_throttles(uint64_t seed, LeaseScenarioOptions& o) {
     o.write_throttles.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
                                       prng.uniform_duration(D::zero(), o.healed_at() - length), length));
   }
+  o.late_notices = prng.chance(Ratio{1, 2});
 }
 
 // Stable worker ids (from their own stream), as real workers started with
