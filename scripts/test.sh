@@ -269,7 +269,7 @@ fi
 # Counts as one check.
 phase "mutant of the day"
 echo "== the mutant zoo, one a day (scripts/mutants.sh --rotate 1)"
-if scripts/mutants.sh --build build/release --rotate 1 --seeds 100; then
+if scripts/mutants.sh --build build/release --rotate 1 --seeds 200; then
   passed=$((passed + 1))
 else
   echo "test.sh: the gate did not catch today's mutant (or the zoo could not run)" >&2
