@@ -209,14 +209,17 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
   const Duration gsi_lag = Duration::from_s(5) + Duration::from_ms(105);  // the model's worst GSI lag
   const Duration skew = o.skew_max * 2 + o.fast_worker_offset;
   const bool seed = c.algorithm == lease::Algorithm::seed;
+  // The core's sweep reads each candidate from the table (its index holds
+  // keys only): one more request that can time out, one more round trip.
   RecoveryBound expiry{{{"lease", c.lease_duration},
                         {"margin", seed ? Duration::zero() : c.safety_margin},
                         {"reconcile interval", c.reconcile_interval},
                         {"reconcile jitter", c.reconcile_jitter_max},
                         {"max skew", skew},
                         {"GSI lag", gsi_lag},
-                        {"timed-out requests", c.request_timeout * 2},
-                        round_trips}};
+                        {"timed-out requests", c.request_timeout * (seed ? 2 : 3)},
+                        seed ? round_trips
+                             : std::pair<std::string, Duration>{"network (6 one-way delays)", one_way * 6}}};
   if (c.algorithm == lease::Algorithm::core && c.expiry_mode == lease::ExpiryMode::counter) {
     expiry.terms.insert(expiry.terms.begin() + 2, {"watch interval", c.watch_interval});
   }

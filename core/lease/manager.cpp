@@ -298,7 +298,9 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
     case RequestKind::release: on_release_reply(pending, reply, now, out); break;
     case RequestKind::reconcile: on_sweep_reply(reply, now, out); break;
     case RequestKind::read:
-      if (pending.acquire_read) {
+      if (pending.sweep_round != 0) {
+        on_sweep_read(pending, reply, now, out);
+      } else if (pending.acquire_read) {
         on_acquire_read(pending, reply, now, out);
       } else if (const Held* held = find_held(pending.connection); held != nullptr && held->read_token == token) {
         on_held_read(pending, reply, now, out);

@@ -11,6 +11,7 @@
 // docs/lease-core.md for the argument and the bounds.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -160,14 +161,30 @@ class LeaseManager {
     bool acquire_read = false;  // a read after an ambiguous acquire
     int64_t acquire_expires_ms = 0;  // what the acquire writes: tells whether it applied
     bool from_index = false;         // an acquire of a lease the GSI showed free
+    uint64_t sweep_round = 0;        // a sweep's read of a candidate (0: not one)
+    uint32_t sweep_attempt = 0;      // of that read: 1 for the first send
   };
   static constexpr uint32_t kSweepPageRetries = 3;  // per page, then the round is given up
+  static constexpr uint32_t kSweepReadsInFlightMax = 128;  // a sweep's candidate reads sent at once
+  // A page lost 4 times gives up one shard's round; a read lost as often
+  // gives up one candidate's, and a sweep sends a read per candidate: more
+  // tries, so that a sweep under heavy loss still decides about each.
+  static constexpr uint32_t kSweepReadRetries = 6;
+  struct SweepRead {
+    std::string connection;
+    uint32_t attempt = 1;  // 1 for the first send; a lost read is asked again kSweepReadRetries times
+  };
   struct Sweep {
     uint32_t shard = 0;
     uint32_t pages = 0;
     uint64_t token = 0;
     std::optional<dynamo::Item> page_start;  // ExclusiveStartKey of the page in flight
     uint32_t page_failures = 0;
+    // Candidates the index showed, read from the table (the core's index
+    // holds keys only): waiting, and sent.
+    std::deque<SweepRead> to_read;
+    uint32_t reads_in_flight = 0;
+    bool queries_done = false;  // every page asked (or given up): the round ends with its last read
     std::vector<LeaseView> free;  // candidates to acquire at the end
     // Every page of every shard was read: a lease this round did not show is
     // no longer STARTED (or not yet in the index).
@@ -251,6 +268,11 @@ class LeaseManager {
   void query_page(Clock now, Actions& out, const std::optional<dynamo::Item>& start_key);
   void on_sweep_reply(const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
   void finish_sweep(Clock now, Actions& out);
+  void read_candidates(Clock now, Actions& out);
+  void on_sweep_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out);
+  void sweep_saw(LeaseView lease, Clock now, Actions& out);
+  void next_page(const std::optional<dynamo::Item>& last_evaluated_key, Clock now, Actions& out);
+  void queries_done(Clock now, Actions& out);
 
   LeaseConfig config_;
   std::string worker_id_;

@@ -334,7 +334,7 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     }
     out.push_back(Mark{"lease.reconcile_failed"});
     sweep_->complete = false;
-    finish_sweep(now, out);  // try again next round
+    queries_done(now, out);  // try again next round
     return;
   }
   sweep_->page_failures = 0;
@@ -344,34 +344,100 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     if (!lease) continue;
     // Shown, whatever happens to it below (a free lease is not observed).
     if (Watch* watch = find_watch(lease->connection); watch != nullptr) watch->seen_round = sweep_round_;
-    // Only owners that look alive may be ranked as watchers: a crashed worker
-    // stays the owner of its leases until they are taken, and counting it
-    // could leave no live watcher for them at all (after a mass crash).
-    const bool looks_live = lease->expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
-    if (!lease->owner.empty() && looks_live) sweep_workers_.insert(lease->owner);
-    if (holds(lease->connection) || acquiring_.contains(lease->connection)) continue;
-    if (lease->owner == worker_id_) {
-      // Ours in the table but not held: our deadline passed (an outage, a
-      // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
-      // us take it back under a new epoch.
-      out.push_back(Mark{"lease.reclaim_own_stale"});
-      sweep_->free.push_back(std::move(*lease));
-      continue;
-    }
     if (config_.algorithm == Algorithm::seed) {
-      sweep_->free.push_back(std::move(*lease));  // the seed's query returns expired leases only
+      sweep_saw(std::move(*lease), now, out);  // the articles' index projects every attribute
       continue;
     }
-    lease->desired_state = kStarted;  // the shard index only holds STARTED items
-    if (lease->owner.empty()) {
-      sweep_->free.push_back(std::move(*lease));
-    } else {
-      observe(*lease, now, out, true);
+    // The core's index holds keys only (a renew writes the table alone): a
+    // candidate is read from the table, strongly consistent, before anything
+    // is decided about it. A lease this worker holds is alive: itself.
+    if (holds(lease->connection)) {
+      sweep_workers_.insert(worker_id_);
+      continue;
     }
+    if (acquiring_.contains(lease->connection)) continue;
+    sweep_->to_read.push_back(SweepRead{lease->connection, 1});
   }
-  if (query->last_evaluated_key.has_value()) {
+  read_candidates(now, out);
+  // The next page goes out while this page's candidates are read: a sweep
+  // takes about its queries' round trips or its slowest read, not their sum.
+  next_page(query->last_evaluated_key, now, out);
+}
+
+// Sends the waiting candidates' reads, at most kSweepReadsInFlightMax at a time.
+void LeaseManager::read_candidates(Clock now, Actions& out) {
+  while (!sweep_->to_read.empty() && sweep_->reads_in_flight < kSweepReadsInFlightMax) {
+    const SweepRead next = std::move(sweep_->to_read.front());
+    sweep_->to_read.pop_front();
+    const uint64_t token =
+        send(out, RequestKind::read, next.connection, 0, read_request(config_, next.connection), now.monotonic);
+    Pending& pending = pending_.at(token);
+    pending.sweep_round = sweep_round_;
+    pending.sweep_attempt = next.attempt;
+    ++sweep_->reads_in_flight;
+  }
+}
+
+void LeaseManager::on_sweep_read(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                                 Actions& out) {
+  if (!sweep_ || pending.sweep_round != sweep_round_) return;  // its round is over
+  --sweep_->reads_in_flight;
+  const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
+  if (get == nullptr) {
+    // A lost read is asked again at once, like a lost page; after that the
+    // candidate waits for the next round.
+    if (pending.sweep_attempt <= kSweepReadRetries) {
+      out.push_back(Mark{"lease.sweep_read_retried"});
+      sweep_->to_read.push_front(SweepRead{pending.connection, pending.sweep_attempt + 1});
+    } else {
+      out.push_back(Mark{"lease.sweep_read_failed"});
+      sweep_->complete = false;
+    }
+  } else if (get->item) {
+    if (std::optional<LeaseView> lease = parse_lease(*get->item)) sweep_saw(std::move(*lease), now, out);
+  }
+  read_candidates(now, out);
+  if (sweep_->queries_done && sweep_->reads_in_flight == 0) finish_sweep(now, out);
+}
+
+// What the sweep decides about one lease it was shown: the index's copy (the
+// articles' algorithm) or the table's, read just now (the core).
+void LeaseManager::sweep_saw(LeaseView lease, Clock now, Actions& out) {
+  // Only owners that look alive may be ranked as watchers: a crashed worker
+  // stays the owner of its leases until they are taken, and counting it
+  // could leave no live watcher for them at all (after a mass crash).
+  const bool looks_live = lease.expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
+  if (!lease.owner.empty() && looks_live) sweep_workers_.insert(lease.owner);
+  if (holds(lease.connection) || acquiring_.contains(lease.connection)) return;
+  if (lease.desired_state != kStarted) {
+    drop_watch(lease.connection, out);  // stopped since the index showed it
+    return;
+  }
+  if (lease.owner == worker_id_) {
+    // Ours in the table but not held: our deadline passed (an outage, a
+    // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
+    // us take it back under a new epoch.
+    out.push_back(Mark{"lease.reclaim_own_stale"});
+    sweep_->free.push_back(std::move(lease));
+    return;
+  }
+  if (config_.algorithm == Algorithm::seed) {
+    sweep_->free.push_back(std::move(lease));  // the seed's query returns expired leases only
+    return;
+  }
+  if (lease.owner.empty()) {
+    sweep_->free.push_back(std::move(lease));
+  } else {
+    observe(lease, now, out, true);
+  }
+}
+
+// After a page: the next page of this shard, the next shard, or no more
+// queries (the round ends once the last read is answered).
+void LeaseManager::next_page(const std::optional<dynamo::Item>& last_evaluated_key, Clock now, Actions& out) {
+  if (last_evaluated_key.has_value()) {
     if (sweep_->pages < config_.query_pages_max) {
-      query_page(now, out, query->last_evaluated_key);
+      query_page(now, out, last_evaluated_key);
       return;
     }
     sweep_->complete = false;  // the rest of this shard waits for the next round
@@ -383,7 +449,12 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     query_page(now, out, std::nullopt);
     return;
   }
-  finish_sweep(now, out);
+  queries_done(now, out);
+}
+
+void LeaseManager::queries_done(Clock now, Actions& out) {
+  sweep_->queries_done = true;
+  if (sweep_->reads_in_flight == 0 && sweep_->to_read.empty()) finish_sweep(now, out);
 }
 
 void LeaseManager::finish_sweep(Clock now, Actions& out) {

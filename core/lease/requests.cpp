@@ -187,13 +187,15 @@ dynamo::Request create_table_request(const LeaseConfig& config) {
     request.attribute_definitions.push_back(AttributeDefinition{"desired_state", ScalarAttributeType::s});
     request.attribute_definitions.push_back(AttributeDefinition{"lease_expires_at_ms", ScalarAttributeType::n});
   } else {
-    // Sharded, sparse, and keyed on attributes a heartbeat never changes: a
-    // heartbeat updates the projected copy in place (one GSI write), never
-    // moves it (two), and spreads over `shards` partitions.
+    // Sharded, sparse, keyed on attributes only starting and stopping a
+    // connection change, and projecting nothing else: a renew, an acquire, a
+    // release or a checkpoint changes neither the index's keys nor its
+    // projection, so DynamoDB writes the table alone (one write per
+    // heartbeat). A sweep finds candidates here, spread over `shards`
+    // partitions, and reads each from the table before deciding.
     index.index_name = config.table.shard_index;
     index.key_schema = {KeySchemaElement{"reconcile_shard", KeyType::hash}, KeySchemaElement{"pk", KeyType::range}};
-    index.projection.projection_type = dynamo::ProjectionType::include;
-    index.projection.non_key_attributes = {"lease_owner", "lease_epoch", "lease_expires_at_ms", "lease_counter"};
+    index.projection.projection_type = dynamo::ProjectionType::keys_only;
     request.attribute_definitions.push_back(AttributeDefinition{"reconcile_shard", ScalarAttributeType::s});
   }
   request.global_secondary_indexes = {index};

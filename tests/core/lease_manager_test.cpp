@@ -363,6 +363,7 @@ TEST(LeaseManager, ALostReadAfterALostAcquireReplyIsAskedAgain) {
   world.add_connections(1);
   const size_t w = world.start_worker();
   world.next_fate(w, Fate::lose_reply, RequestKind::acquire);
+  world.next_fate(w, Fate::deliver, RequestKind::read);  // the sweep's read of the candidate
   world.next_fate(w, Fate::lose_reply, RequestKind::read);
   world.next_fate(w, Fate::drop_request, RequestKind::read);
   ASSERT_TRUE(world.run_until_true(12_s, [&] { return world.open_sessions(w) == 1; }));

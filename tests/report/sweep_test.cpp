@@ -79,7 +79,9 @@ TEST(SweepSimulation, ASixteenSecondFastWorkerBreaksTheSeedNotTheCore) {
 }
 
 // Per renew, the articles' GSI (keyed on lease_expires_at_ms) takes 2 writes
-// and the core's sharded GSI 1: what the cost table's GSI lines show.
+// and the core's sharded GSI none (it projects its keys only, which a renew
+// never changes; it is written when a connection starts or stops): what the
+// cost table's GSI lines show.
 TEST(SweepSimulation, TheGsiWritesPerHeartbeatMatchTheKeyDesign) {
   const SweepData data = run_sweep(fast_worker_spec(), std::nullopt, 2);
   const SweepSummary summary = summarize(data);
@@ -95,7 +97,7 @@ TEST(SweepSimulation, TheGsiWritesPerHeartbeatMatchTheKeyDesign) {
     return gsi / table;
   };
   EXPECT_NEAR(gsi_per_table_write("seed", "by_state"), 2.0, 0.1);
-  EXPECT_NEAR(gsi_per_table_write("core", "by_shard"), 1.0, 0.1);
+  EXPECT_LT(gsi_per_table_write("core", "by_shard"), 0.05);
 }
 
 TEST(SweepSimulation, ReportsDoNotDependOnThreads) {

@@ -348,7 +348,7 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
                            "mark.lease.deadline_stop", "mark.lease.drain", "mark.lease.takeover_expired",
                            "mark.lease.acquire_refused", "mark.lease.renew_throttled", "mark.lease.lost",
                            "mark.lease.index_view_outdated", "mark.lease.renew_refused_reread",
-                           "mark.lease.reclaim_after_deadline"}) {
+                           "mark.lease.reclaim_after_deadline", "mark.lease.sweep_read_retried"}) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_EQ(totals["dynamo.scans"], 0u);
