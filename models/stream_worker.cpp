@@ -134,10 +134,10 @@ void WorkerProcess::apply_stream(const std::string& connection, Stream& stream, 
       stream_by_socket_.erase(stream.socket);
       stream.socket = 0;
     } else if (auto* call = std::get_if<resume::SinkCall>(&action)) {
-      // Put-mode record puts are not fenced (by design, docs/resume-core.md):
+      // Put and packed modes' record puts are not fenced (by design, docs/resume-core.md):
       // the stale-write rule judges the fenced writes only.
       const std::string_view kind{call->kind};
-      const bool put = environment_.stream->session.mode == resume::RecordMode::put && kind == "record";
+      const bool put = !resume::record_writes_fenced(environment_.stream->session.mode) && kind == "record";
       fmt::memory_buffer detail;  // on the stack: a note per call, no allocation
       fmt::format_to(std::back_inserter(detail), FMT_COMPILE("{} {} {}"), put ? "record_put" : kind == "probe" ? "read" : kind,
                      connection, stream.session->lease_epoch());

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/integer_text.hpp"
 #include "base/lex_compare.hpp"
 #include "core/lease/requests.hpp"
 #include "models/autoscaler.hpp"
@@ -414,22 +415,32 @@ std::unique_ptr<Streaming> start_streaming(sim::World& world, const LeaseScenari
     });
     world.set_stream_node(streaming->via);
   }
-  resume::SessionConfig session{s.client, s.mode, resume::SinkTable{}};
+  resume::SessionConfig session{s.client, s.mode, resume::SinkTable{}, s.pack_bytes};
   environment.stream = models::StreamEnvironment{session, streaming->via};
   // The sink table is provisioned before the run, like the lease table's
   // infrastructure; its change stream feeds the exactly-once checker.
   LP_ASSERT(store.apply(resume::create_sink_table_request(session.sink), Instant::zero()).ok());
   store.set_stream(session.sink.name, [&stream_notes](const dynamo::Item* old_item, const dynamo::Item* new_item) {
     if (new_item == nullptr) return;
-    // "sink.item <connection> <hub epoch> <seq> new|replaced" (the key is "<connection>#<hub epoch>").
+    // "sink.item <connection> <hub epoch> <seq> new|replaced" (the key is
+    // "<connection>#<hub epoch>"): one per message a pack holds, in order.
     const std::string& key = new_item->at("pk").text();
     const size_t hash = key.rfind('#');
     LP_ASSERT_MSG(hash != std::string::npos, "sink key '{}'", key);
-    stream_notes.queued.emplace_back(properties::kSinkItemNote,
-                                     fmt::format("{} {} {} {}", std::string_view{key}.substr(0, hash),
-                                                 std::string_view{key}.substr(hash + 1), new_item->at("seq").text(),
-                                                 old_item != nullptr ? "replaced" : "new"));
+    const auto first = parse_integer<int64_t>(new_item->at("seq").text());
+    const auto last = resume::record_last_seq(*new_item);
+    LP_ASSERT_MSG(first && last && *first <= *last, "sink item '{}' seq", key);
+    for (int64_t seq = *first; seq <= *last; ++seq) {
+      stream_notes.queued.emplace_back(properties::kSinkItemNote,
+                                       fmt::format("{} {} {} {}", std::string_view{key}.substr(0, hash),
+                                                   std::string_view{key}.substr(hash + 1), seq,
+                                                   old_item != nullptr ? "replaced" : "new"));
+    }
   });
+  // What recording costs: the sink's units plus the checkpoints' share of
+  // the lease table (put and packed modes' UpdateItem; transact mode's
+  // transactions, which touch the lease table only to checkpoint).
+  store.track_update(o.lease.table.name, resume::kCheckpointUpdateExpression);
   streaming->dead_peers = std::make_unique<properties::DeadPeerChecker>(
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; },
       // The hub times out the first ping left unanswered, sent at most a ping
@@ -684,6 +695,21 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     result.counters.emplace_back("dynamo.gsi_wcu." + index, static_cast<uint64_t>(units.write_units));
   }
   result.counters.emplace_back("dynamo.rcu_half", static_cast<uint64_t>(table.table.read_half_units));
+  if (streaming) {
+    // Recording's write units: the sink's, and the checkpoints' share of the
+    // lease table (transact mode's transactions touch it only to checkpoint).
+    const models::TableAccounting& sink = store.accounting(resume::SinkTable{}.name);
+    const int64_t checkpoints = o.stream.mode == resume::RecordMode::transact ? table.transact_write_units
+                                                                               : table.tracked_update_write_units;
+    result.counters.emplace_back("dynamo.sink_wcu", static_cast<uint64_t>(sink.table.write_units));
+    result.counters.emplace_back("dynamo.checkpoint_wcu", static_cast<uint64_t>(checkpoints));
+    const uint64_t recorded = streaming->exactly_once.records();
+    result.summary += fmt::format(
+        "\nrecording cost ({}): {:.3f} WCU per recorded message ({} sink + {} checkpoint WCU for {} records)",
+        resume::to_string(o.stream.mode),
+        recorded == 0 ? 0.0 : static_cast<double>(sink.table.write_units + checkpoints) / static_cast<double>(recorded),
+        sink.table.write_units, checkpoints, recorded);
+  }
   result.counters.emplace_back("dynamo.scans", static_cast<uint64_t>(table.scan));
   result.counters.emplace_back("dynamo.throttled", static_cast<uint64_t>(table.throttled_requests));
   result.counters.emplace_back("recovery.watched_gaps_past_assumed_timeouts",

@@ -48,6 +48,7 @@ struct StreamOptions {
   resume::HubConfig hub;
   resume::ClientConfig client;
   resume::RecordMode mode = resume::RecordMode::transact;
+  uint32_t pack_bytes = 8 * 1024;  // packed mode: a pack item's size limit
   Duration publish_interval = Duration::from_s(1);  // one message per connection
   uint32_t message_bytes = 256;
   std::optional<Duration> publish_until;  // default: when the faults heal
@@ -63,6 +64,10 @@ struct StreamOptions {
   std::vector<Duration> crash_while_recording;
 
   Duration published_until(Duration healed_at) const { return publish_until.value_or(healed_at); }
+  // Packed mode's batching when none is given: a batch is what one pack
+  // holds of message_bytes messages (31 of 256 B at 8 KiB), and waits up to
+  // 30 s (the longest linger) for it, so that a pack leaves full.
+  void default_packing();
 };
 
 struct LeaseScenarioOptions {

@@ -185,11 +185,11 @@ std::string LeaseScenarioOptions::beyond_assumptions() const {
     // (docs/scenarios.md, limits).
     return fmt::format("message loss {} > {} the recovery bounds assume", loss, kLossAssumed);
   }
-  if (!holds.empty() && stream.enabled && stream.mode == resume::RecordMode::put) {
+  if (!holds.empty() && stream.enabled && !resume::record_writes_fenced(stream.mode)) {
     // docs/resume-core.md: put mode's record puts are not fenced; their order
     // across a handover relies on no request outliving the safety margin.
-    return fmt::format("requests held in flight up to {} > the {} margin put mode's unfenced record puts assume",
-                       hold_delay, lease.safety_margin);
+    return fmt::format("requests held in flight up to {} > the {} margin {} mode's unfenced record puts assume",
+                       hold_delay, lease.safety_margin, resume::to_string(stream.mode));
   }
   return {};
 }
@@ -231,10 +231,12 @@ std::string LeaseScenarioOptions::describe() const {
   if (stream.enabled) {
     const StreamOptions& s = stream;
     text += fmt::format(
-        "\n  stream: record={} publish every {} ({} B) until {} relay_idle={} ring={} msgs/{} B replay_max={} "
+        "\n  stream: record={}{} publish every {} ({} B) until {} relay_idle={} ring={} msgs/{} B replay_max={} "
         "queue={} B ping={} pong_timeout={} write_deadline={} reconnect={}..{} jitter={} batch={} "
         "linger={} record_retry={}..{} keep_ring={}{}{}",
-        resume::to_string(s.mode), s.publish_interval, s.message_bytes, s.published_until(healed_at()),
+        resume::to_string(s.mode),
+        s.mode == resume::RecordMode::packed ? fmt::format(" pack={} B", s.pack_bytes) : std::string{},
+        s.publish_interval, s.message_bytes, s.published_until(healed_at()),
         s.relay_idle ? format_duration(*s.relay_idle) : "-", s.hub.ring_messages_max, s.hub.ring_bytes_max,
         s.hub.replay_messages_max, s.hub.subscriber_queue_bytes_max, s.hub.ping_interval, s.hub.pong_timeout,
         s.hub.write_deadline, s.client.reconnect_base, s.client.reconnect_cap, s.client.jitter,
@@ -344,7 +346,7 @@ constexpr const char* kKnownFields[] = {
     "clock_steps", "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
-    "enabled", "record_mode", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
+    "enabled", "record_mode", "pack_bytes", "publish_interval", "message_bytes", "publish_until", "relay_idle", "hub_crashes",
     "hub_down", "keep_ring", "mass_closes", "hub_slow", "cuts", "ring_messages", "ring_bytes", "replay_messages",
     "queue_bytes", "ping_interval", "pong_timeout", "write_deadline", "reconnect_base", "reconnect_cap", "jitter",
     "record_batch", "record_linger", "record_retry_base", "record_retry_cap", "hub_silence_timeout", "broken_client",
@@ -413,6 +415,18 @@ bool timed_faults(Reader& r, const char* key, std::vector<TimedFault>& out) {
   return true;
 }
 
+}  // namespace
+
+void StreamOptions::default_packing() {
+  // A pack's keys and counts take about 110 bytes; the rest is payload.
+  constexpr uint32_t kPackOverhead = 128;
+  const uint32_t fits = pack_bytes > kPackOverhead ? (pack_bytes - kPackOverhead) / std::max<uint32_t>(message_bytes, 1) : 1;
+  client.record_batch_max = std::clamp<uint32_t>(fits, 1, 99);
+  client.record_linger = Duration::from_s(30);  // the longest linger ClientConfig allows
+}
+
+namespace {
+
 std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s) {
   if (!json.is_object()) return "stream: expected a JSON object";
   if (std::string error = unknown_field(json, kStreamFields, "stream."); !error.empty()) return error;
@@ -422,11 +436,13 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
     const auto& v = json["record_mode"];
     if (v == "transact") s.mode = resume::RecordMode::transact;
     else if (v == "put") s.mode = resume::RecordMode::put;
-    else return fmt::format("stream.record_mode: expected \"transact\" or \"put\", got {}", v.dump());
+    else if (v == "packed") s.mode = resume::RecordMode::packed;
+    else return fmt::format("stream.record_mode: expected \"transact\", \"put\" or \"packed\", got {}", v.dump());
   }
   const bool ok =
       r.boolean("enabled", s.enabled) && r.duration("publish_interval", s.publish_interval) &&
       r.integer("message_bytes", s.message_bytes, 1, 1 << 20) &&
+      r.integer("pack_bytes", s.pack_bytes, resume::kPackBytesMin, resume::kPackBytesMax) &&
       r.optional_duration("publish_until", s.publish_until) &&
       r.optional_duration("relay_idle", s.relay_idle) && durations(r, "hub_crashes", s.hub_crashes) &&
       r.duration("hub_down", s.hub_down) && r.boolean("keep_ring", s.keep_ring) &&
@@ -446,6 +462,7 @@ std::string apply_stream_parameters(const nlohmann::json& json, StreamOptions& s
       r.boolean("broken_client", s.client.bug_cursor_on_receive) &&
       r.boolean("broken_hub", s.hub.bug_skip_evicted_without_reset);
   if (!ok) return "stream." + r.error;
+  if (s.mode == resume::RecordMode::packed && !r.has("record_batch") && !r.has("record_linger")) s.default_packing();
   return {};
 }
 
@@ -556,6 +573,7 @@ nlohmann::json stream_parameters(const StreamOptions& s) {
   if (!s.enabled) return {{"enabled", false}};
   return {{"enabled", true},
           {"record_mode", resume::to_string(s.mode)},
+          {"pack_bytes", s.pack_bytes},
           {"publish_interval", format_duration(s.publish_interval)},
           {"message_bytes", s.message_bytes},
           {"publish_until", duration_or_null(s.publish_until)},

@@ -58,6 +58,15 @@ void swarm_stream(uint64_t seed, LeaseScenarioOptions& o) {
   // above, and every seed that does not linger, stay as they were.
   sim::Prng linger{sim::derive_seed(seed, "lease/swarm-stream-linger")};
   if (linger.chance(Ratio{1, 3})) s.client.record_linger = linger.uniform_duration(D::from_ms(100), D::from_s(15));
+  // Half the put-mode seeds pack, into items of 1 to 4 KiB (4 to 15 of the
+  // swarm's 256-byte messages): a replay after an outage delivers many
+  // messages at once, and a batch is split into several packs. Its own
+  // stream: every other draw stays as it was.
+  sim::Prng pack{sim::derive_seed(seed, "lease/swarm-stream-pack")};
+  if (s.mode == resume::RecordMode::put && pack.chance(Ratio{1, 2})) {
+    s.mode = resume::RecordMode::packed;
+    s.pack_bytes = static_cast<uint32_t>(pack.uniform(resume::kPackBytesMin, 4 * 1024));
+  }
 }
 
 // The lease-backed streaming presets; times are fractions of the run.
@@ -386,7 +395,7 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
   // Put mode's record puts are unfenced (docs/resume-core.md): drawn holds
   // would take the run beyond its assumptions, so the swarm keeps them for
   // transact mode. Holds the parameters give are kept (and so reported).
-  if (!parameters.contains("holds") && options.stream.enabled && options.stream.mode == resume::RecordMode::put) {
+  if (!parameters.contains("holds") && options.stream.enabled && !resume::record_writes_fenced(options.stream.mode)) {
     options.holds.clear();
   }
 }

@@ -48,7 +48,7 @@ Item record_item(std::string_view connection, std::string_view worker, int64_t l
 constexpr const char* kCheckpointCondition =
     "lease_owner = :me AND lease_epoch = :epoch AND (attribute_not_exists(stream_epoch) OR stream_epoch < :se OR "
     "(stream_epoch = :se AND last_seq < :s))";
-constexpr const char* kCheckpointUpdate = "SET stream_epoch = :se, last_seq = :s";
+constexpr const char* kCheckpointUpdate = kCheckpointUpdateExpression;
 
 dynamo::ExpressionAttributeValues checkpoint_values(std::string_view worker, int64_t lease_epoch, Position through) {
   dynamo::ExpressionAttributeValues values;  // in name order, as record_item
@@ -80,6 +80,25 @@ void check_batch(const std::vector<Message>& messages, Position previous, Positi
                 through.seq);
 }
 
+constexpr const char* kPayload = "payload";
+constexpr size_t kPayloadNameBytes = 7;  // strlen(kPayload): a string's size is its name's plus its text's
+
+// A pack's item, with its payload stand-in (`bytes` long) or without it.
+Item pack_item(std::string_view connection, std::string_view worker, int64_t lease_epoch, const Message& first,
+               const Message& last, size_t messages, uint64_t bytes, bool payload) {
+  Item item;
+  item.reserve(8);
+  item.emplace_sorted("bytes", N(static_cast<int64_t>(bytes)));
+  item.emplace_sorted("last_seq", N(last.seq));
+  item.emplace_sorted("lease_epoch", N(lease_epoch));
+  item.emplace_sorted("messages", N(static_cast<int64_t>(messages)));
+  if (payload) item.emplace_sorted(kPayload, S(std::string(bytes, '.')));
+  item.emplace_sorted("pk", S(sink_key(connection, first.epoch)));
+  item.emplace_sorted("recorded_by", S(worker));
+  item.emplace_sorted("seq", N(first.seq));
+  return item;
+}
+
 std::optional<uint64_t> unsigned_number(const Item& item, const char* name) {
   auto it = item.find(name);
   if (it == item.end() || !it->second.is(dynamo::AttributeType::n)) return std::nullopt;
@@ -88,7 +107,14 @@ std::optional<uint64_t> unsigned_number(const Item& item, const char* name) {
 
 }  // namespace
 
-std::string_view to_string(RecordMode mode) { return mode == RecordMode::transact ? "transact" : "put"; }
+std::string_view to_string(RecordMode mode) {
+  switch (mode) {
+    case RecordMode::transact: return "transact";
+    case RecordMode::put: return "put";
+    case RecordMode::packed: return "packed";
+  }
+  return "?";
+}
 
 std::string sink_key(std::string_view connection, uint64_t hub_epoch) {
   return fmt::format(FMT_COMPILE("{}#{}"), connection, hub_epoch);  // one per record: compiled
@@ -142,6 +168,42 @@ dynamo::Request record_put(const SinkTable& sink, std::string_view connection, s
   return request;
 }
 
+dynamo::Request record_pack(const SinkTable& sink, std::string_view connection, std::string_view worker,
+                            int64_t lease_epoch, std::span<const Message> messages) {
+  LP_ASSERT(!messages.empty());
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    LP_ASSERT_MSG(messages[i].epoch == messages.front().epoch && messages[i].seq == messages.front().seq + int64_t(i),
+                  "a pack's messages are consecutive in one hub epoch");
+    bytes += messages[i].bytes;
+  }
+  dynamo::PutItemRequest request;
+  request.table_name = sink.name;
+  request.item =
+      pack_item(connection, worker, lease_epoch, messages.front(), messages.back(), messages.size(), bytes, true);
+  request.write.condition_expression = kRecordAbsent;
+  request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
+  return request;
+}
+
+size_t pack_length(std::string_view connection, std::string_view worker, int64_t lease_epoch,
+                   std::span<const Message> messages, uint32_t pack_bytes) {
+  LP_ASSERT(!messages.empty());
+  uint64_t bytes = messages.front().bytes;
+  size_t count = 1;
+  while (count < messages.size() && messages[count].epoch == messages.front().epoch &&
+         messages[count].seq == messages[count - 1].seq + 1) {
+    const uint64_t more = bytes + messages[count].bytes;
+    const size_t size = dynamo::item_size_bytes(pack_item(connection, worker, lease_epoch, messages.front(),
+                                                          messages[count], count + 1, more, false)) +
+                        kPayloadNameBytes + more;
+    if (size > pack_bytes) break;
+    bytes = more;
+    ++count;
+  }
+  return count;
+}
+
 dynamo::Request checkpoint_position(const lease::LeaseConfig& lease, std::string_view connection,
                                     std::string_view worker, int64_t lease_epoch, Position previous,
                                     Position through) {
@@ -179,7 +241,7 @@ dynamo::Request last_record_query(const SinkTable& sink, std::string_view connec
   query.table_name = sink.name;
   query.key_condition_expression = "pk = :pk";
   query.expression_attribute_values = {{":pk", dynamo::AttributeValue::string(sink_key(connection, hub_epoch))}};
-  query.projection_expression = "seq";
+  query.projection_expression = "seq, last_seq";
   query.scan_index_forward = false;
   query.limit = 1;
   query.consistent_read = true;
@@ -188,9 +250,17 @@ dynamo::Request last_record_query(const SinkTable& sink, std::string_view connec
 
 int64_t last_record_seq(const dynamo::QueryResponse& response) {
   if (!response.items || response.items->empty()) return 0;
-  const auto seq = response.items->front().find("seq");
-  LP_ASSERT_MSG(seq != response.items->front().end(), "a sink record without seq");
-  return std::stoll(seq->second.text());
+  const std::optional<int64_t> last = record_last_seq(response.items->front());
+  LP_ASSERT_MSG(last.has_value(), "a sink record without seq");
+  return *last;
+}
+
+std::optional<int64_t> record_last_seq(const dynamo::Item& record) {
+  for (const char* name : {"last_seq", "seq"}) {
+    auto it = record.find(name);
+    if (it != record.end() && it->second.is(dynamo::AttributeType::n)) return parse_integer<int64_t>(it->second.text());
+  }
+  return std::nullopt;
 }
 
 }  // namespace leaseproof::resume

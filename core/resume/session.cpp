@@ -3,6 +3,9 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <span>
+
 #include "core/lease/requests.hpp"
 
 namespace leaseproof::resume {
@@ -84,7 +87,7 @@ void StreamSession::translate(ClientActions& actions, Instant now, SessionAction
     if (auto* record = std::get_if<Record>(&action)) {
       if (fenced_) continue;
       // A retried batch carries on where its last attempt stopped.
-      if (!writing_ || writing_->record.batch != record->batch) writing_ = Writing{std::move(*record), 0, false, std::nullopt, 0};
+      if (!writing_ || writing_->record.batch != record->batch) writing_ = Writing{std::move(*record), 0, 0, false, std::nullopt, 0};
       send_next(now, out);
       continue;
     }
@@ -125,8 +128,19 @@ void StreamSession::send_next(Instant, SessionActions& out) {
     out.push_back(ClientMark{"resume.put_below_sink_floor"});
     ++writing.next_put;
   }
+  if (writing.next_put < record.messages.size() && config_.mode == RecordMode::packed) {
+    const std::span<const Message> rest = std::span<const Message>{record.messages}.subspan(writing.next_put);
+    writing.putting = pack_length(connection_, worker_, lease_epoch_, rest, config_.pack_bytes);
+    const std::span<const Message> pack = rest.first(writing.putting);
+    auto& call = std::get<SinkCall>(out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
+                                                      record_pack(config_.sink, connection_, worker_, lease_epoch_, pack)));
+    call.first = position_of(pack.front());
+    call.last = position_of(pack.back());
+    return;
+  }
   if (writing.next_put < record.messages.size()) {
     const Message& put = record.messages[writing.next_put];
+    writing.putting = 1;
     auto& call = std::get<SinkCall>(out.emplace_back(std::in_place_type<SinkCall>, writing.token, "record",
                                                       record_put(config_.sink, connection_, worker_, lease_epoch_, put)));
     call.first = call.last = position_of(put);
@@ -160,15 +174,31 @@ void StreamSession::on_sink_reply(uint64_t token, const dynamo::Result<dynamo::R
     client_.on_record_failed(writing.record.batch, now, actions);
     return translate(actions, now, out);
   }
-  const bool put_step = config_.mode == RecordMode::put && !writing.checkpointing;
+  const bool put_step = config_.mode != RecordMode::transact && !writing.checkpointing;
   if (reply != nullptr && reply->ok()) {
     if (!put_step) return finish(now, out);
-    ++writing.next_put;
+    writing.next_put += writing.putting;
     return send_next(now, out);
   }
   if (reply != nullptr && put_step && is_error(*reply, dynamo::error_type::conditional_check_failed)) {
-    out.push_back(ClientMark{"resume.put_already_recorded"});  // an earlier attempt applied
-    ++writing.next_put;
+    if (config_.mode == RecordMode::put) {
+      out.push_back(ClientMark{"resume.put_already_recorded"});  // an earlier attempt applied
+      ++writing.next_put;
+      return send_next(now, out);
+    }
+    // A pack with this first seq exists: this pack's lost answer, or an
+    // earlier owner's pack that landed after this session read the sink.
+    // Whatever it covers is recorded; the rest is packed again after it.
+    const uint64_t epoch = writing.record.messages[writing.next_put].epoch;
+    const std::optional<dynamo::Item>& existing = reply->error().item;
+    const std::optional<int64_t> last = existing ? record_last_seq(*existing) : std::nullopt;
+    if (last) {
+      out.push_back(ClientMark{"resume.pack_already_recorded"});
+      int64_t& floor = sink_floor_[epoch];
+      floor = std::max(floor, *last);
+    } else {
+      sink_floor_.erase(epoch);  // read the sink again
+    }
     return send_next(now, out);
   }
   if (reply != nullptr && !put_step && is_error(*reply, dynamo::error_type::conditional_check_failed)) {

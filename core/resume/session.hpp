@@ -7,7 +7,9 @@
 //
 // Recording (recording.hpp): one batch in flight; transact mode sends one
 // TransactWriteItems per batch, put mode one conditional put per message and
-// then the fenced checkpoint. Put mode first reads the sink's last record of
+// then the fenced checkpoint, packed mode one conditional put per pack of
+// consecutive messages and then the checkpoint. Put and packed modes first
+// read the sink's last record of
 // each hub epoch it records in: an earlier owner's puts may have got ahead of
 // its checkpoint, and recording below them would break the order. A refused write that still shows the lease as
 // ours with a checkpoint at or past the batch counts as recorded (an earlier
@@ -34,6 +36,9 @@ struct SessionConfig {
   ClientConfig client;
   RecordMode mode = RecordMode::transact;
   SinkTable sink;
+  // Packed mode: a pack item's size limit, kPackBytesMin..kPackBytesMax.
+  // 8 KiB holds 31 messages of 256 B (8 WCU).
+  uint32_t pack_bytes = 8 * 1024;
 };
 
 // A DynamoDB call for the sink; pass its answer (nullptr on timeout) to
@@ -81,7 +86,8 @@ class StreamSession {
  private:
   struct Writing {
     Record record;
-    size_t next_put = 0;      // put mode: messages[next_put] is the next to put
+    size_t next_put = 0;      // put and packed modes: messages[next_put] is the next to put
+    size_t putting = 0;       // how many messages the put in flight writes (packed: the pack's length)
     bool checkpointing = false;
     std::optional<uint64_t> probing;  // put mode: the epoch whose last record is being read
     uint64_t token = 0;       // the call in flight (0: none)
@@ -104,8 +110,9 @@ class StreamSession {
   std::optional<Writing> writing_;
   uint64_t next_token_ = 1;
   bool fenced_ = false;
-  // Put mode: per hub epoch, the highest seq the sink held when first read;
-  // puts at or below it are skipped (already recorded by an earlier owner).
+  // Put and packed modes: per hub epoch, the highest seq the sink held when
+  // first read (or a refused pack showed); puts at or below it are skipped
+  // (already recorded by an earlier owner).
   std::map<uint64_t, int64_t> sink_floor_;
 };
 

@@ -326,6 +326,10 @@ void DynamoStore::set_stream(std::string_view table, StreamListener listener) {
   state_->streams.insert_or_assign(std::string(table), std::move(listener));
 }
 
+void DynamoStore::track_update(std::string_view table, std::string expression) {
+  state_->account(table).tracked_update = std::move(expression);
+}
+
 const TableAccounting& DynamoStore::accounting(std::string_view table) const {
   static const TableAccounting empty;
   const auto found = state_->accounting.find(table);

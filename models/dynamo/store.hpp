@@ -92,6 +92,14 @@ struct TableAccounting {
   int64_t stale_reads = 0;                 // eventual reads served an older version
   int64_t idempotent_replays = 0;          // TransactWriteItems retries answered from the token
 
+  // One kind of write's share of `table`'s write units, for cost reports:
+  // those TransactWriteItems charged here (cancelled ones included), and
+  // those of UpdateItem calls whose UpdateExpression is `tracked_update`
+  // (DynamoStore::track_update; failed conditions included).
+  int64_t transact_write_units = 0;
+  std::string tracked_update;
+  int64_t tracked_update_write_units = 0;
+
   bool operator==(const TableAccounting&) const = default;
 };
 
@@ -121,6 +129,9 @@ class DynamoStore {
   // Refused and failed writes change nothing and are not streamed.
   using StreamListener = std::function<void(const dynamo::Item* old_item, const dynamo::Item* new_item)>;
   void set_stream(std::string_view table, StreamListener listener);
+  // Counts the write units of UpdateItem calls on `table` with exactly this
+  // UpdateExpression (TableAccounting::tracked_update_write_units).
+  void track_update(std::string_view table, std::string expression);
 
   // Counters of a table; an unknown table reads as all zero.
   const TableAccounting& accounting(std::string_view table) const;

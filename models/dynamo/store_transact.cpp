@@ -417,8 +417,10 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
     // Assumed: a cancelled transaction still consumes its (double) write
     // capacity, sized by the existing items, as a failed condition does.
     for (std::size_t i = 0; i < actions.size(); ++i) {
-      charge_write(*actions[i].table,
-                   failed_write_cost(*actions[i].table, actions[i].key, old_items[i], transaction_cost_multiplier));
+      const WriteCost cost =
+          failed_write_cost(*actions[i].table, actions[i].key, old_items[i], transaction_cost_multiplier);
+      charge_write(*actions[i].table, cost);
+      account(*actions[i].table).transact_write_units += cost.base_units;
     }
     for (const std::string* name : touched) ++account(*name).transaction_cancellations;
     return dynamo::transaction_canceled(std::move(reasons));
@@ -450,6 +452,7 @@ Result<dynamo::Response> DynamoStore::State::transact_write_items(const dynamo::
   for (std::size_t i = 0; i < actions.size(); ++i) {
     auto& action = actions[i];
     charge_write(*action.table, costs[i]);
+    account(*action.table).transact_write_units += costs[i].base_units;
     if (report) {
       WriteCost& total = consumed[action.table->name];
       total.base_units += costs[i].base_units;

@@ -159,7 +159,20 @@ Result<dynamo::Response> DynamoStore::State::update_item(const dynamo::UpdateIte
   if (table == nullptr) return store_detail::resource_not_found();
   LP_STORE_TRY(key, key_of_key(*table, request.key));
   if (plan) LP_STORE_TRY_VOID(store_detail::check_update_plan(*table, *plan));
-  ++account(*table).update_item;
+  TableAccounting& counters = account(*table);
+  ++counters.update_item;
+  // What this call is charged, on every path (a failed condition costs too).
+  struct TrackedUnits {
+    TableAccounting* counters = nullptr;
+    int64_t before = 0;
+    ~TrackedUnits() {
+      if (counters != nullptr) counters->tracked_update_write_units += counters->table.write_units - before;
+    }
+  } tracked;
+  if (!counters.tracked_update.empty() && request.update_expression == counters.tracked_update) {
+    tracked.counters = &counters;
+    tracked.before = counters.table.write_units;
+  }
   store_detail::ItemRecord* record = find_record(*table, key);
   const Item* old_item = record != nullptr ? record->current.get() : nullptr;
   LP_STORE_TRY_VOID(check_condition(*table, key, old_item, condition,

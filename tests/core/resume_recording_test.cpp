@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -190,12 +191,78 @@ TEST_F(ResumeRecording, PutModeTheCheckpointIsFencedAndOnlyMovesForward) {
   EXPECT_EQ(checkpoint(), (Position{6, 1}));
 }
 
+// ---- packed mode ---------------------------------------------------------------------
+
+TEST_F(ResumeRecording, PackedModeAPackHoldsWhatFitsItsSizeAndCostsItsSizeInWriteUnits) {
+  const std::vector<Message> batch = messages(5, 1, 40, 256);
+  // 8 KiB holds 31 messages of 256 B with the pack's keys; 1 KiB holds 3.
+  EXPECT_EQ(pack_length("c1", "w1", 1, batch, 8 * 1024), 31u);
+  EXPECT_EQ(pack_length("c1", "w1", 1, batch, 1024), 3u);
+  // A message larger than a pack has a pack of its own.
+  EXPECT_EQ(pack_length("c1", "w1", 1, messages(5, 1, 3, 5000), 1024), 1u);
+  const size_t length = pack_length("c1", "w1", 1, batch, 8 * 1024);
+  const std::span<const Message> pack = std::span<const Message>{batch}.first(length);
+  const dynamo::Request request = record_pack(sink_, "c1", "w1", 1, pack);
+  const Item& item = std::get<dynamo::PutItemRequest>(request).item;
+  EXPECT_LE(dynamo::item_size_bytes(item), 8u * 1024);
+  // One more message would not have fitted: the pack is as full as it gets.
+  const dynamo::Request bigger = record_pack(sink_, "c1", "w1", 1, std::span<const Message>{batch}.first(length + 1));
+  EXPECT_GT(dynamo::item_size_bytes(std::get<dynamo::PutItemRequest>(bigger).item), 8u * 1024);
+  ASSERT_TRUE(apply(request).ok());
+  EXPECT_EQ(store_.accounting(sink_.name).table.write_units, 8);  // 31 x 256 B + keys: 8 WCU for 31 messages
+  const std::optional<Item> stored = record(5, 1);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->at("last_seq").text(), "31");
+  EXPECT_EQ(stored->at("messages").text(), "31");
+  EXPECT_EQ(stored->at("bytes").text(), std::to_string(31 * 256));
+  EXPECT_EQ(record_last_seq(*stored), 31);
+}
+
+TEST_F(ResumeRecording, PackedModeAPackStopsAtAHubEpochOrAHole) {
+  std::vector<Message> batch = messages(5, 1, 3);
+  for (const Message& m : messages(6, 1, 2)) batch.push_back(m);
+  EXPECT_EQ(pack_length("c1", "w1", 1, batch, 8 * 1024), 3u);
+  std::vector<Message> holed = messages(5, 1, 2);
+  holed.push_back(Message{5, 4, 64});
+  EXPECT_EQ(pack_length("c1", "w1", 1, holed, 8 * 1024), 2u);
+}
+
+TEST_F(ResumeRecording, PackedModeARepeatedPackIsRefusedAndShowsWhatIsThere) {
+  const std::vector<Message> earlier = messages(5, 1, 5);
+  ASSERT_TRUE(apply(record_pack(sink_, "c1", "w0", 0, earlier)).ok());
+  // Another owner's pack with the same first seq, shorter or longer: refused,
+  // and the refusal carries the stored pack (what it covers).
+  for (const int64_t through : {3, 8}) {
+    const auto refused = apply(record_pack(sink_, "c1", "w1", 1, messages(5, 1, through)));
+    ASSERT_EQ(error_type(refused), "ConditionalCheckFailedException");
+    ASSERT_TRUE(refused.error().item.has_value());
+    EXPECT_EQ(record_last_seq(*refused.error().item), 5);
+  }
+  EXPECT_EQ(records(), 1u);
+  EXPECT_EQ(record(5, 1)->at("recorded_by").text(), "w0");
+}
+
+TEST_F(ResumeRecording, TheSinksLastRecordIsAPacksLastSeq) {
+  ASSERT_TRUE(apply(record_put(sink_, "c1", "w1", 1, Message{5, 1, 64})).ok());
+  ASSERT_TRUE(apply(record_pack(sink_, "c1", "w1", 1, messages(5, 2, 9))).ok());
+  const auto reply = apply(last_record_query(sink_, "c1", 5));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(last_record_seq(std::get<dynamo::QueryResponse>(reply.value())), 9);
+  const auto empty = apply(last_record_query(sink_, "c1", 6));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(last_record_seq(std::get<dynamo::QueryResponse>(empty.value())), 0);
+}
+
 // ---- shapes --------------------------------------------------------------------------
 
 TEST(ResumeRecordingShapes, KeysNamesAndTheCheckpointReadBack) {
   EXPECT_EQ(sink_key("conn-7", 12), "conn-7#12");
   EXPECT_EQ(to_string(RecordMode::transact), "transact");
   EXPECT_EQ(to_string(RecordMode::put), "put");
+  EXPECT_EQ(to_string(RecordMode::packed), "packed");
+  EXPECT_TRUE(record_writes_fenced(RecordMode::transact));
+  EXPECT_FALSE(record_writes_fenced(RecordMode::put));
+  EXPECT_FALSE(record_writes_fenced(RecordMode::packed));
   EXPECT_EQ(checkpoint_of(Item{}), (Position{0, 0}));
   EXPECT_EQ(checkpoint_of(Item{{"last_seq", AttributeValue::number(int64_t{9})}}), (Position{0, 9}));
   EXPECT_EQ(checkpoint_of(Item{{"stream_epoch", AttributeValue::number("18446744073709551615")},

@@ -152,5 +152,102 @@ TEST_F(ResumeSession, PutModeSkipsWhatAnEarlierOwnerPutBeyondItsCheckpoint) {
   EXPECT_EQ(checkpoint(), (Position{1, 7}));
 }
 
+size_t marks(const SessionActions& actions, std::string_view name) {
+  size_t n = 0;
+  for (const SessionAction& action : actions) {
+    if (const auto* mark = std::get_if<ClientMark>(&action)) n += mark->name == name;
+  }
+  return n;
+}
+
+// Every seq of hub epoch 1 the sink's items cover, in order, once each.
+std::vector<int64_t> covered(const models::DynamoStore& store, const SinkTable& sink, int64_t through) {
+  std::vector<int64_t> seqs;
+  for (int64_t first = 1; first <= through; ++first) {
+    const auto item = store.peek(sink.name, dynamo::Item{{"pk", dynamo::AttributeValue::string(sink_key("c1", 1))},
+                                                         {"seq", dynamo::AttributeValue::number(first)}});
+    if (!item) continue;
+    for (int64_t seq = first; seq <= *record_last_seq(*item); ++seq) seqs.push_back(seq);
+  }
+  return seqs;
+}
+
+std::vector<int64_t> one_to(int64_t through) {
+  std::vector<int64_t> seqs;
+  for (int64_t seq = 1; seq <= through; ++seq) seqs.push_back(seq);
+  return seqs;
+}
+
+TEST_F(ResumeSession, PackedModeSplitsABatchIntoPacksOfAtMostPackBytesThenCheckpoints) {
+  config_.pack_bytes = 1024;  // 14 messages of 64 B with the pack's keys
+  open(RecordMode::packed);
+  // [1] goes at once; [2..26] (a full batch of 25) next, in two packs; [27..30] last.
+  const SessionActions done = serve(deliver(1, 30));
+  EXPECT_EQ(count<Recorded>(done), 3u);
+  EXPECT_EQ(records(), 4u);
+  EXPECT_EQ(covered(store_, config_.sink, 30), one_to(30));
+  EXPECT_EQ(checkpoint(), (Position{1, 30}));
+  EXPECT_LE(store_.accounting(config_.sink.name).table.write_units, 4);  // one WCU a pack
+}
+
+TEST_F(ResumeSession, PackedModeAPackRefusedByAnEarlierOwnersLatePackSkipsWhatThatPackCovers) {
+  open(RecordMode::packed);
+  SessionActions out = deliver(1, 1);
+  std::optional<SinkCall> probe = call_in(out);
+  ASSERT_TRUE(probe);
+  ASSERT_STREQ(probe->kind, "probe");
+  const auto probed = apply(probe->request);  // the sink is empty: floor 0
+  out.clear();
+  session_->on_sink_reply(probe->token, &probed, now_, out);
+  std::optional<SinkCall> pack = call_in(out);
+  ASSERT_TRUE(pack);
+  ASSERT_STREQ(pack->kind, "record");
+  // w0's pack of 1..5, sent before its tenure ended, lands only now.
+  std::vector<Message> late;
+  for (int64_t seq = 1; seq <= 5; ++seq) late.push_back(Message{1, seq, 64});
+  ASSERT_TRUE(apply(record_pack(config_.sink, "c1", "w0", 0, late)).ok());
+  const auto refused = apply(pack->request);
+  ASSERT_FALSE(refused.ok());
+  out.clear();
+  session_->on_sink_reply(pack->token, &refused, now_, out);
+  EXPECT_EQ(marks(out, "resume.pack_already_recorded"), 1u);
+  SessionActions done = serve(std::move(out));
+  for (SessionAction& action : serve(deliver(2, 8))) done.push_back(std::move(action));
+  // 1 (the refused pack's own message) and 2..5: w0's pack holds them.
+  EXPECT_EQ(marks(done, "resume.put_below_sink_floor"), 5u);
+  EXPECT_EQ(covered(store_, config_.sink, 8), one_to(8));     // each once, in order
+  EXPECT_EQ(checkpoint(), (Position{1, 8}));
+}
+
+TEST_F(ResumeSession, PackedModeARefusalWithoutTheStoredItemReadsTheSinkAgain) {
+  // dynalite does not return the item a condition refused (ALL_OLD).
+  std::vector<Message> earlier;
+  for (int64_t seq = 1; seq <= 3; ++seq) earlier.push_back(Message{1, seq, 64});
+  open(RecordMode::packed);
+  SessionActions out = deliver(1, 1);
+  std::optional<SinkCall> probe = call_in(out);
+  ASSERT_TRUE(probe);
+  const auto probed = apply(probe->request);
+  out.clear();
+  session_->on_sink_reply(probe->token, &probed, now_, out);
+  std::optional<SinkCall> pack = call_in(out);
+  ASSERT_TRUE(pack);
+  ASSERT_TRUE(apply(record_pack(config_.sink, "c1", "w0", 0, earlier)).ok());
+  const dynamo::Result<dynamo::Response> refused = apply(pack->request);
+  ASSERT_FALSE(refused.ok());
+  dynamo::DynamoError without_item = refused.error();
+  without_item.item.reset();
+  const dynamo::Result<dynamo::Response> stripped{std::move(without_item)};
+  out.clear();
+  session_->on_sink_reply(pack->token, &stripped, now_, out);
+  std::optional<SinkCall> again = call_in(out);
+  ASSERT_TRUE(again);
+  EXPECT_STREQ(again->kind, "probe");
+  SessionActions done = serve(SessionActions{std::move(*again)});
+  for (SessionAction& action : serve(deliver(2, 5))) done.push_back(std::move(action));
+  EXPECT_EQ(covered(store_, config_.sink, 5), one_to(5));
+  EXPECT_EQ(checkpoint(), (Position{1, 5}));
+}
+
 }  // namespace
 }  // namespace leaseproof::resume

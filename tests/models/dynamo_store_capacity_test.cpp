@@ -195,6 +195,31 @@ TEST_F(DynamoStoreCapacity, WritesCostTheLargerItemAndFailedConditionsCostTheExi
   EXPECT_EQ(gsi_wcu(), 0);  // none of these items is in the index
 }
 
+TEST_F(DynamoStoreCapacity, OneKindOfUpdateAndTransactionsAreCountedApart) {
+  store_.track_update("leases", "SET v = :v");
+  const std::string kb(1024, 'x');
+  ASSERT_TRUE(store_.apply(put("leases", {{"pk", S("a")}, {"filler", S(kb + "yy")}}), now_).ok());  // 2 WCU
+  ASSERT_TRUE(store_.apply(update_request("leases", {{"pk", S("a")}}, "SET v = :v", {{":v", N(1)}}), now_).ok());
+  ASSERT_TRUE(store_.apply(update_request("leases", {{"pk", S("a")}}, "SET w = :v", {{":v", N(1)}}), now_).ok());
+  auto failing = update_request("leases", {{"pk", S("a")}}, "SET v = :v", {{":v", N(2)}}, "attribute_not_exists(pk)");
+  EXPECT_FALSE(store_.apply(failing, now_).ok());
+  const auto& counters = store_.accounting("leases");
+  EXPECT_EQ(counters.table.write_units, 8);
+  EXPECT_EQ(counters.tracked_update_write_units, 4);  // the tracked update and its failed repeat, 2 WCU each
+  EXPECT_EQ(counters.transact_write_units, 0);
+  dynamo::TransactWriteItemsRequest transaction;
+  dynamo::TransactUpdate update;
+  update.key = Item{{"pk", S("a")}};
+  update.update_expression = "SET v = :v";
+  update.condition.table_name = "leases";
+  update.condition.expression_attribute_values = {{":v", N(3)}};
+  transaction.transact_items.emplace_back(std::move(update));
+  ASSERT_TRUE(store_.apply(transaction, now_).ok());
+  EXPECT_EQ(counters.transact_write_units, 4);        // 2 KB, doubled in a transaction
+  EXPECT_EQ(counters.tracked_update_write_units, 4);  // UpdateItem calls only
+  EXPECT_EQ(counters.table.write_units, 12);
+}
+
 TEST_F(DynamoStoreCapacity, GsiWritesCountAddsUpdatesMovesAndRemovals) {
   const Item key{{"pk", S("a")}};
   ASSERT_TRUE(store_.apply(put("leases", {{"pk", S("a")}, {"desired_state", S("STARTED")}, {"lease_expires_at_ms", N(1)}}), now_).ok());

@@ -359,7 +359,10 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   // covered by the hub's own tests) and every close path.
   for (const char* mark : {"mark.hub.reset_evicted", "mark.hub.reset_epoch_changed", "mark.hub.reset_over_limit",
                            "mark.hub.close_pong_timeout", "mark.stream.broken", "mark.client.duplicate_dropped",
-                           "mark.resume.record_ambiguous", "mark.client.linger_flush", "resume.recorded"}) {
+                           "mark.resume.record_ambiguous", "mark.client.linger_flush", "resume.recorded",
+                           // put and packed modes, drawn beside transact: a put or pack found already there
+                           "mark.resume.put_already_recorded", "mark.resume.pack_already_recorded",
+                           "mark.resume.put_below_sink_floor"}) {
     EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the swarm";
   }
   EXPECT_GT(totals["stream.recorded"], 0u);
