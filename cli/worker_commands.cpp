@@ -336,9 +336,20 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
   worker->add_option("--capacity", args.capacity, "Connections this worker may own")
       ->capture_default_str()
       ->check(CLI::Range(1u, 100'000u));
-  worker->add_option("--record-mode", args.record_mode, "put (works on dynalite) or transact")
+  worker->add_option("--record-mode", args.record_mode,
+                     "put (works on dynalite), transact, or packed (consecutive messages in one sink item)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"put", "transact"}));
+      ->check(CLI::IsMember({"put", "transact", "packed"}));
+  worker->add_option("--pack-bytes", args.pack_bytes, "packed: a pack item's size limit, in bytes")
+      ->capture_default_str()
+      ->check(CLI::Range(resume::kPackBytesMin, resume::kPackBytesMax));
+  worker->add_option("--record-batch", args.record_batch, "Messages recorded (and checkpointed) together at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 99u));
+  worker->add_option("--record-linger", args.record_linger,
+                     "How long a partial batch waits for more messages (0s..30s; packed: about the time a pack "
+                     "takes to fill)")
+      ->capture_default_str();
   worker->add_option("--seed", args.seed, "Seed of the jitter (default: from the OS)");
   worker->add_option("--drain-timeout", args.drain_timeout, "SIGTERM: drain at most this long")->capture_default_str();
   worker->add_option("--http", args.http, "Serve GET /healthz and /metrics here (port 0: the system picks)")
@@ -358,8 +369,6 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
 int worker_command(const WorkerArgs& args) {
   runtime::WorkerOptions options;
   options.host.worker_id = args.worker_id;
-  runtime::ResolvedCredentials credentials;
-  options.host.dynamo = client_options(args.endpoint, &credentials);
   options.hub_override = args.hub;
   options.host.seed = args.seed;
   lease::LeaseConfig& lease = options.host.lease;
@@ -374,10 +383,22 @@ int worker_command(const WorkerArgs& args) {
   // The jitter (5 s by default) may not exceed the interval itself.
   lease.reconcile_jitter_max = std::min(lease.reconcile_jitter_max, lease.reconcile_interval);
   lease.capacity = args.capacity;
-  options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact : resume::RecordMode::put;
+  options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact
+                         : args.record_mode == "packed" ? resume::RecordMode::packed
+                                                        : resume::RecordMode::put;
+  options.session.pack_bytes = args.pack_bytes;
+  options.session.client.record_batch_max = args.record_batch;
+  const std::optional<Duration> linger = parse_duration(args.record_linger);
+  if (!linger || linger->is_negative() || *linger > Duration::from_s(30)) {
+    throw UsageError{fmt::format("--record-linger: '{}' is not a duration from 0s to 30s", args.record_linger)};
+  }
+  options.session.client.record_linger = *linger;
   options.session.sink.name = args.endpoint.sink_table;
   options.host.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
   if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
+  // Flags first, then the endpoint and credentials (which may ask the network).
+  runtime::ResolvedCredentials credentials;
+  options.host.dynamo = client_options(args.endpoint, &credentials);
   const SqsArgs& sqs = args.sqs;
   if (!sqs.sqs_endpoint.empty() && sqs.release_queue.empty()) {
     throw UsageError{"--sqs-endpoint: goes with --release-queue"};

@@ -40,6 +40,9 @@ struct WorkerArgs {
   std::string algorithm = "core";
   uint32_t capacity = 700;
   std::string record_mode = "put";
+  uint32_t pack_bytes = 8 * 1024;
+  uint32_t record_batch = 25;
+  std::string record_linger = "0s";
   uint64_t seed = 0;
   std::string drain_timeout = "10s";
   std::string http;  // ADDR:PORT of /healthz and /metrics ("" none)

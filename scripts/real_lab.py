@@ -13,7 +13,8 @@ into each at a rate, then does real things to real processes:
          takes its connections over.
 Then it reads what the real systems recorded and decides:
   exactly once    every published sequence number of every connection is in
-                  the sink table once (put mode: items keyed by seq);
+                  the sink table once (put mode: items keyed by seq; packed
+                  mode, --record-mode packed: a pack covers seq..last_seq);
   epoch order     along each connection's sink, the lease epoch of the writer
                   never goes down (an old owner writing after a newer one took
                   over would show a lower epoch at a higher seq).
@@ -25,6 +26,7 @@ Stops every process it started (also on failure or Ctrl-C). Exit status 0
 when every check passed, 1 otherwise, 2 on bad arguments.
 
   scripts/real_lab.py --binary build/release/cli/leaseproof [--workers 3 --connections 12] [--tls]
+                      [--record-mode packed --record-batch 20 --record-linger 5s]
 """
 
 import argparse
@@ -155,7 +157,11 @@ def sink_records(endpoint, table, connection, epoch):
             body["ExclusiveStartKey"] = start
         answer = dynamo(endpoint, "Query", body)
         for item in answer.get("Items", []):
-            out.append((int(item["seq"]["N"]), int(item["lease_epoch"]["N"]), item["recorded_by"]["S"]))
+            # A pack (--record-mode packed) holds seq..last_seq: one entry each.
+            first = int(item["seq"]["N"])
+            last = int(item["last_seq"]["N"]) if "last_seq" in item else first
+            for seq in range(first, last + 1):
+                out.append((seq, int(item["lease_epoch"]["N"]), item["recorded_by"]["S"]))
         start = answer.get("LastEvaluatedKey")
         if not start:
             return sorted(out)
@@ -325,6 +331,10 @@ def main():
     parser.add_argument("--relay-cut", type=float, default=None, metavar="SECONDS",
                         help="how long w0's relay to DynamoDB stays cut (default: 1.5 leases + the margin)")
     parser.add_argument("--expiry", choices=["wall", "counter"], default="wall")
+    parser.add_argument("--record-mode", choices=["put", "packed"], default="put",
+                        help="how workers record (transact needs TransactWriteItems, which dynalite lacks)")
+    parser.add_argument("--record-batch", type=int, default=25, help="messages recorded together (1..99)")
+    parser.add_argument("--record-linger", default="0s", help="how long a partial batch waits (0s..30s)")
     parser.add_argument("--skew", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the 16-s-fast-clock check (faketime): wall mode, counter mode, seed algorithm")
     parser.add_argument("--tls", action="store_true",
@@ -334,6 +344,11 @@ def main():
     args = parser.parse_args()
     if not 2 <= args.workers <= 10:
         parser.error("--workers: expected 2..10")
+    if not 1 <= args.record_batch <= 99:
+        parser.error("--record-batch: expected 1..99")
+    if not re.fullmatch(r"([0-9]|[12][0-9]|30)s|[0-9]+ms", args.record_linger) or (
+            args.record_linger.endswith("ms") and int(args.record_linger[:-2]) > 30000):
+        parser.error("--record-linger: expected a duration from 0s to 30s, in s or ms (e.g. 5s, 500ms)")
     if not 1 <= args.connections <= 500:
         parser.error("--connections: expected 1..500")
     if not 0.1 <= args.rate <= 10:
@@ -385,7 +400,8 @@ def main():
         capacity = max(1, -(-2 * args.connections // 3))
         worker_flags = ["--endpoint", endpoint, "--lease", args.lease, "--heartbeat", args.heartbeat, "--margin",
                         args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry, "--capacity",
-                        str(capacity)] + tls_flags
+                        str(capacity), "--record-mode", args.record_mode, "--record-batch", str(args.record_batch),
+                        "--record-linger", args.record_linger] + tls_flags
         if args.notices:
             # Release notices through a FIFO queue in fauxqs (scripts/fauxqs.sh installs it).
             fauxqs_js = os.path.join(HERE, "..", "tools", "fauxqs", "serve.mjs")

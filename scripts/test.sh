@@ -252,10 +252,12 @@ if [[ -x scripts/dynalite.sh ]]; then
   # restart, a fast clock, then every published number in the sink once, in
   # epoch order. With --tls: every DynamoDB request over https through a TLS
   # proxy with the lab's own CA (plain http is what every other real test
-  # speaks). Counts as one check.
+  # speaks). The workers record in packed mode (put mode is what the other
+  # real tests' workers record in). Counts as one check.
   phase "real-worker lab"
-  echo "== real workers over https: crash, pause, exactly once (scripts/real_lab.py --tls)"
-  if /usr/bin/python3 scripts/real_lab.py --binary build/release/cli/leaseproof --tls; then
+  echo "== real workers over https, packed recording: crash, pause, exactly once (scripts/real_lab.py --tls --record-mode packed)"
+  if /usr/bin/python3 scripts/real_lab.py --binary build/release/cli/leaseproof --tls --record-mode packed \
+      --record-batch 20 --record-linger 5s; then
     passed=$((passed + 1))
   else
     echo "test.sh: a check of the real-worker lab failed" >&2
