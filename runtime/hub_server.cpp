@@ -237,6 +237,9 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
   Frame data_frame(const std::string& channel, int64_t seq) const;
+  // One subscriber's frame of a publish being fanned out was written
+  // (`written`) or will never be (its subscriber closed or went away).
+  void fanout_done(const std::string* frame, Instant now, bool written);
 
   asio::io_context& io_;
   HubServerOptions options_;
@@ -256,6 +259,20 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   std::vector<std::shared_ptr<Generator>> generators_;
   std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
   HubServerCounters counters_;
+  // Fan-out timing: per published message whose frames are still being
+  // written (keyed by its encoded frame), when it was accepted and how many
+  // subscribers' writes are pending; publishing_ while a publish's actions
+  // are applied. Entries end with their last write or subscriber.
+  struct FanOut {
+    Instant accepted;
+    uint32_t pending = 0;
+    uint32_t written = 0;
+    Instant last_written;
+  };
+  std::unordered_map<const std::string*, FanOut> fanouts_;
+  const std::string* publishing_ = nullptr;
+  uint32_t publishing_pending_ = 0;
+  DurationHistogram fanout_seconds_;
   std::ofstream sessions_log_;  // options_.sessions_path, when set
 };
 
@@ -382,7 +399,9 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   // Queues a frame for the socket. `credit` is a Data frame's share of the
   // core's queue (resume::frame_bytes), 0 for control frames. False when the
   // outbox is past its hard bound: nothing was queued and the caller closes.
-  [[nodiscard]] bool send(Frame frame, uint32_t credit, bool is_data) {
+  // `fanout`: this Data frame goes out as part of its message's publish (the
+  // fan-out histogram times its write), not a replay.
+  [[nodiscard]] bool send(Frame frame, uint32_t credit, bool is_data, bool fanout = false) {
     if (closing_) return true;
     if (is_data ? outbox_data_ + credit > data_bytes_max_ : outbox_control_ + 1 > kControlFramesMax) return false;
     if (is_data) {
@@ -391,7 +410,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       ++outbox_control_;
     }
     outbox_bytes_ += frame->size();
-    outbox_.push_back({std::move(frame), credit, is_data});
+    outbox_.push_back({std::move(frame), credit, is_data, fanout});
     write();
     return true;
   }
@@ -404,6 +423,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     closing_ = true;
     close_code_ = code;
     close_reason_ = std::move(reason);
+    abandon_fanouts();
     outbox_.clear();
     outbox_bytes_ = outbox_data_ = outbox_control_ = 0;
     subscribe_timer_.cancel();
@@ -471,8 +491,11 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (closing_) return send_close();
     const Outgoing& written = outbox_.front();
     if (written.is_data) {
-      if (auto server = server_.lock()) ++server->counters_.data_frames_written;
       const Instant now = monotonic_now();
+      if (auto server = server_.lock()) {
+        ++server->counters_.data_frames_written;
+        if (written.fanout) server->fanout_done(written.frame.get(), now, true);
+      }
       if (data_out_++ == 0) first_data_ = now;
       last_data_ = now;
       data_written_ += written.credit;
@@ -503,13 +526,26 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     subscribe_timer_.cancel();
     beast::error_code ignored;
     ws_.tcp().socket().close(ignored);
+    abandon_fanouts();
     if (auto server = server_.lock()) server->on_session_gone(*this, by_peer);
+  }
+
+  // Frames of publishes still being fanned out that this subscriber will
+  // never write: its fan-out ends without it.
+  void abandon_fanouts() {
+    auto server = server_.lock();
+    if (!server) return;
+    for (Outgoing& outgoing : outbox_) {
+      if (outgoing.fanout) server->fanout_done(outgoing.frame.get(), Instant{}, false);
+      outgoing.fanout = false;
+    }
   }
 
   struct Outgoing {
     Frame frame;
     uint32_t credit = 0;  // a Data frame's share of the core's queue
     bool is_data = false;
+    bool fanout = false;  // timed by the fan-out histogram (see send)
   };
   std::weak_ptr<Impl> server_;
   resume::SubscriberId id_;
@@ -829,7 +865,10 @@ int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_vie
   const resume::Message published = hub_->publish(channel, next.bytes, monotonic_now(), actions);
   LP_ASSERT_EQ(published.seq, next.seq);
   ++counters_.published;
-  // Trim the store to the core's ring.
+  // The frames this publish queues are timed until the last is written.
+  publishing_ = stored.frames.back().get();
+  publishing_pending_ = 0;
+  const Instant accepted = monotonic_now();
   const auto& rings = hub_->rings().channels;
   const auto ring = rings.find(channel);
   const int64_t oldest = ring == rings.end() || ring->second.messages.empty() ? next.seq + 1
@@ -840,8 +879,25 @@ int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_vie
     ++counters_.ring_evictions;
   }
   apply(actions);
+  if (publishing_pending_ > 0) fanouts_.insert_or_assign(publishing_, FanOut{accepted, publishing_pending_, 0, accepted});
+  publishing_ = nullptr;
   rearm();
   return next.seq;
+}
+
+void HubServer::Impl::fanout_done(const std::string* frame, Instant now, bool written) {
+  const auto it = fanouts_.find(frame);
+  if (it == fanouts_.end()) return;
+  FanOut& fanout = it->second;
+  if (written) {
+    ++fanout.written;
+    fanout.last_written = now;
+  }
+  if (--fanout.pending > 0) return;
+  // Every subscriber's frame is written (or its subscriber went away): the
+  // last write handed to the kernel ends the fan-out.
+  if (fanout.written > 0) fanout_seconds_.observe(static_cast<double>((fanout.last_written - fanout.accepted).ns()) / 1e9);
+  fanouts_.erase(it);
 }
 
 void HubServer::Impl::opened(SharedRingSnapshot snapshot) {
@@ -903,7 +959,9 @@ void HubServer::Impl::apply(resume::HubActions& actions) {
         Frame frame = data_frame(session.channel(), data->message.seq);
         // The store mirrors the ring the core replays from: a miss is a bug here.
         LP_ASSERT_MSG(frame != nullptr, "no stored frame for {} seq {}", session.channel(), data->message.seq);
-        queued = session.send(std::move(frame), resume::frame_bytes(send->frame), true);
+        const bool fanout = frame.get() == publishing_;
+        queued = session.send(std::move(frame), resume::frame_bytes(send->frame), true, fanout);
+        if (queued && fanout) ++publishing_pending_;
       } else if (const auto* reset = std::get_if<resume::Reset>(&send->frame)) {
         ++counters_.resets_by_kind[std::string{resume::to_string(reset->kind)}];
         queued = session.send(std::make_shared<const std::string>(encode_reset(*reset)), 0, false);
@@ -1073,6 +1131,11 @@ std::string HubServer::Impl::metrics_text() const {
                           counters_.closes_by_code);
   append_labelled_counter(out, "leaseproof_hub_resets_total", "Typed resets sent, by kind.", "kind",
                           counters_.resets_by_kind);
+  fanout_seconds_.append(out, "leaseproof_hub_fanout_seconds",
+                         "From a publish accepted to its Data frame handed to the kernel for the last of the subscribers "
+                         "it was sent to (a subscriber that went away first is not waited for).");
+  metric("leaseproof_hub_fanouts_in_progress", "gauge", "Published messages whose frames are still being written.",
+         fanouts_.size());
   metric("process_resident_memory_bytes", "gauge", "Resident memory of the hub process.", resident_bytes());
   return out;
 }

@@ -123,6 +123,7 @@ runs=(
   "swarm-seed-1|run --seed 1|--seed 1"
   "fleet-6m|the reference fleet, 6 simulated minutes (lease-crash)|--seed 1 --scenario lease-crash --duration 6m"
   "stream-steady-1m|stream-steady, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m"
+  'stream-packed-1m|stream-steady recording packed, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m --params {"stream":{"record_mode":"packed"}}'
 )
 names=()
 for entry in "${runs[@]}"; do names+=("${entry%%|*}"); done

@@ -63,6 +63,15 @@ struct Fixture {
   }
 };
 
+// One line's value of the hub's /metrics text ("" when absent).
+std::string metric_line(const HubServer& hub, const std::string& name) {
+  const std::string text = hub.metrics_text();
+  const std::size_t at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + 2 + name.size();
+  return text.substr(from, text.find('\n', from) - from);
+}
+
 std::string temp_path(const char* name) {
   return (std::filesystem::temp_directory_path() / fmt::format("leaseproof-{}-{}", name, ::getpid())).string();
 }
@@ -90,6 +99,10 @@ TEST(HubAndSubscribers, EveryClientRecordsEveryMessageOnceInOrder) {
   EXPECT_EQ(s.first_cursor, (resume::Position{1, 50}));
   EXPECT_TRUE(s.resets_by_kind.empty());  // epoch 1 is the hub's first: a fresh subscriber loses nothing
   EXPECT_EQ(f.hub->counters().data_frames_written, 150u);
+  // Each publish's fan-out is timed once, when its last subscriber's frame is written.
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanout_seconds_count"), "50");
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanout_seconds_bucket{le=\"+Inf\"}"), "50");
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanouts_in_progress"), "0");
   // An honest client's pongs never claim more than was written to it.
   EXPECT_EQ(f.hub->counters().pong_credit_clamped, 0u);
   EXPECT_EQ(f.hub->counters().outbox_overflows, 0u);
@@ -177,6 +190,24 @@ TEST(HubAndSubscribers, AClientThatNeverReadsIsClosedWith1013AtItsQueueBound) {
   EXPECT_EQ(f.hub->counters().closes_by_code.count(1013), 0u);  // 7 x (8 KiB + 16) fit in 64 KiB
   ASSERT_TRUE(f.hub->publish("bulk", payload));                  // the 8th does not
   EXPECT_EQ(f.hub->counters().closes_by_code.at(1013), 1u);
+}
+
+TEST(HubAndSubscribers, AFanOutDoesNotWaitForSubscribersThatWentAway) {
+  Fixture f;
+  auto pool = f.pool(f.subscriber("c1", 2));
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 2; }));
+  // Published and closed before the hub writes anything: every frame of
+  // these three fan-outs waits in an outbox when the close drops them.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(f.hub->publish("c1", "m"));
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanouts_in_progress"), "3");
+  EXPECT_EQ(f.hub->close_all(1012), 2u);
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanouts_in_progress"), "0");
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanout_seconds_count"), "0");  // nothing was written: nothing timed
+  // The subscribers come back (1012), and the next publish is timed again.
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 4; }));
+  ASSERT_TRUE(f.hub->publish("c1", "again"));
+  ASSERT_TRUE(run_until(f.io, [&] { return metric_line(*f.hub, "leaseproof_hub_fanout_seconds_count") == "1"; }));
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanouts_in_progress"), "0");
 }
 
 TEST(HubAndSubscribers, PublishRefusesBadChannelsAndPayloads) {
