@@ -54,7 +54,8 @@ STREAM = {
     "replay_messages": "int", "queue_bytes": "int", "ping_interval": "dur", "pong_timeout": "dur",
     "write_deadline": "dur", "reconnect_base": "dur", "reconnect_cap": "dur", "jitter": "bool",
     "record_batch": "int", "record_linger": "dur", "record_retry_base": "dur", "record_retry_cap": "dur",
-    "hub_silence_timeout": "dur", "record_mode": ["transact", "put"], "hub_crashes": "times",
+    "hub_silence_timeout": "dur", "record_mode": ["transact", "put", "packed"], "pack_bytes": "int",
+    "hub_crashes": "times",
     "mass_closes": "times", "cuts": "timed", "hub_slow": "timed",
 }
 SCENARIOS = ["lease-crash", "lease-swarm", "lease-steady", "stream-steady", "lease-scale", "lease-deploy"]
