@@ -151,7 +151,7 @@ std::optional<lease::LeaseConfig> configuration(const std::vector<Record>& recor
     if (string_field(r.fields, "event") != "worker.start") continue;
     auto ms = [&](const char* name) { return Duration::from_ms(integer_field(r.fields, name).value_or(0)); };
     lease::LeaseConfig c;
-    c.algorithm = string_field(r.fields, "algorithm") == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
+    c.algorithm = lease::parse_algorithm(string_field(r.fields, "algorithm")).value_or(lease::Algorithm::core);
     c.expiry_mode = string_field(r.fields, "expiry") == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
     c.lease_duration = ms("lease_ms");
     c.heartbeat_interval = ms("heartbeat_ms");
@@ -385,7 +385,7 @@ int check_real_command(const CheckRealArgs& args) {
   options.lease = *config;
   options.fast_worker_offset = fast_offset;
   std::map<GapCause, RecoveryBound> bounds = scenarios::lease_recovery_bounds(options);
-  if (!args.notices && config->algorithm == lease::Algorithm::core) {
+  if (!args.notices && config->algorithm != lease::Algorithm::seed) {
     // Without notices a released lease is found by the next reconcile, as the
     // articles' algorithm finds it (the simulator's bound for that case).
     scenarios::LeaseScenarioOptions seed = options;

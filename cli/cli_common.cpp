@@ -278,8 +278,10 @@ void add_parameter_flags(CLI::App* command, RunArgs& target) {
   command->add_option("--params", target.params, "Scenario parameters as a JSON object (docs/scenarios.md)")
       ->type_name("JSON");
   command->add_option("--config", target.config_path, "Scenario parameters from a JSON file")->type_name("FILE");
-  command->add_option("--algorithm", target.algorithm, "Lease algorithm: core (this project's) or seed (the articles')")
-      ->check(CLI::IsMember({"core", "seed"}));
+  command->add_option("--algorithm", target.algorithm,
+                      "Lease algorithm: core (this project's, a renew per lease), liveness (one heartbeat item per "
+                      "worker) or seed (the articles')")
+      ->check(CLI::IsMember({"core", "liveness", "seed"}));
   command->add_option("--expiry", target.expiry, "Expiry mode of the core: wall or counter")
       ->check(CLI::IsMember({"wall", "counter"}));
 }

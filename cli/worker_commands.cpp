@@ -330,9 +330,11 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
   worker->add_option("--expiry", args.expiry, "Expiry judged by: wall or counter")
       ->capture_default_str()
       ->check(CLI::IsMember({"wall", "counter"}));
-  worker->add_option("--algorithm", args.algorithm, "core (this project's) or seed (the articles', to show it break)")
+  worker->add_option("--algorithm", args.algorithm,
+                     "core (a renew per lease), liveness (one heartbeat item per worker) or seed (the articles', "
+                     "to show it break)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"core", "seed"}));
+      ->check(CLI::IsMember({"core", "liveness", "seed"}));
   worker->add_option("--capacity", args.capacity, "Connections this worker may own")
       ->capture_default_str()
       ->check(CLI::Range(1u, 100'000u));
@@ -373,7 +375,7 @@ int worker_command(const WorkerArgs& args) {
   options.host.seed = args.seed;
   lease::LeaseConfig& lease = options.host.lease;
   lease = lease_config(args.endpoint);
-  lease.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
+  lease.algorithm = lease::parse_algorithm(args.algorithm).value_or(lease::Algorithm::core);
   lease.expiry_mode = args.expiry == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
   lease.lease_duration = parse_positive_duration(args.lease, "--lease");
   lease.heartbeat_interval = parse_positive_duration(args.heartbeat, "--heartbeat");
@@ -509,9 +511,10 @@ ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
   for (CLI::App* sub : {commands.create_tables, commands.start, commands.stop, commands.owners}) {
     add_endpoint_flags(sub, args.endpoint);
     sub->add_option("--algorithm", args.algorithm,
-                    "The workers' algorithm: core, or seed (the articles' GSI and item shape)")
+                    "The workers' algorithm: core or liveness (the same table and GSI), or seed (the articles' "
+                    "GSI and item shape)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"core", "seed"}));
+        ->check(CLI::IsMember({"core", "liveness", "seed"}));
   }
   for (CLI::App* sub : {commands.start, commands.stop}) {
     sub->add_option("--connections", args.connections, "One id, or a range such as c0..c99")->required();
@@ -526,7 +529,7 @@ int control_command(const ControlCommands& commands, const ControlArgs& args) {
   if (commands.create_queue->parsed()) return create_queue_command(args.sqs, args.endpoint);
   runtime::BlockingDynamoHttpClient client(client_options(args.endpoint));
   lease::LeaseConfig config = lease_config(args.endpoint);
-  config.algorithm = args.algorithm == "seed" ? lease::Algorithm::seed : lease::Algorithm::core;
+  config.algorithm = lease::parse_algorithm(args.algorithm).value_or(lease::Algorithm::core);
   if (commands.owners->parsed()) return owners_command(client, config, args.json);
   if (commands.create_tables->parsed()) {
     resume::SinkTable sink;

@@ -200,6 +200,8 @@ sim::LatencyDistribution link_latency(const LeaseScenarioOptions& o) {
 // The recovery-time bound of each kind of ownerless gap, term by term
 // (DESIGN.md section 4): what the configuration allows, not what we hope.
 
+constexpr Duration kGsiLagMax = Duration::from_ms(5105);  // the model's worst GSI lag
+
 std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o) {
   const lease::LeaseConfig& c = o.lease;
   // Network terms are counted in one-way delays, each at most the links'
@@ -207,7 +209,7 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
   // bounds hold whatever latency a run is given.
   const Duration one_way = link_latency(o).max();
   const std::pair<std::string, Duration> round_trips{"network (4 one-way delays)", one_way * 4};  // a read and an acquire
-  const Duration gsi_lag = Duration::from_s(5) + Duration::from_ms(105);  // the model's worst GSI lag
+  const Duration gsi_lag = kGsiLagMax;
   const Duration skew = o.skew_max * 2 + o.fast_worker_offset;
   const bool seed = c.algorithm == lease::Algorithm::seed;
   // The core's sweep reads each candidate from the table (its index holds
@@ -221,8 +223,16 @@ std::map<GapCause, RecoveryBound> recovery_bounds(const LeaseScenarioOptions& o)
                         {"timed-out requests", c.request_timeout * (seed ? 2 : 3)},
                         seed ? round_trips
                              : std::pair<std::string, Duration>{"network (6 one-way delays)", one_way * 6}}};
-  if (c.algorithm == lease::Algorithm::core && c.expiry_mode == lease::ExpiryMode::counter) {
+  if (c.algorithm != lease::Algorithm::seed && c.expiry_mode == lease::ExpiryMode::counter) {
     expiry.terms.insert(expiry.terms.begin() + 2, {"watch interval", c.watch_interval});
+  }
+  if (c.algorithm == lease::Algorithm::liveness) {
+    // Between the candidate's read and the acquire: the read of its owner's
+    // liveness item and the fence, two more requests and round trips.
+    for (auto& [name, value] : expiry.terms) {
+      if (name == "timed-out requests") value = c.request_timeout * 5;
+    }
+    expiry.terms.back() = {"network (10 one-way delays)", one_way * 10};
   }
   RecoveryBound graceful;
   if (seed) {
@@ -267,10 +277,30 @@ std::map<GapCause, RecoveryBound> watcher_bounds(const LeaseScenarioOptions& o) 
   bound.terms.emplace_back("timed-out requests", (c.request_timeout + c.retry_backoff) * 2);
   // Wall mode: the read at the stamp plus the margin, then the acquire.
   // Counter mode: also the owner's last renew on its way, and the read that
-  // first saw its counter.
-  const int64_t delays = counter ? 7 : 4;
+  // first saw its counter. The liveness algorithm reads and fences the
+  // owner's liveness item before the acquire: one more request, which can
+  // time out, and one more round trip.
+  const bool liveness = c.algorithm == lease::Algorithm::liveness;
+  if (liveness) bound.terms.back().second = (c.request_timeout + c.retry_backoff) * 3;
+  const int64_t delays = (counter ? 7 : 4) + (liveness ? 2 : 0);
   bound.terms.emplace_back(fmt::format("network ({} one-way delays)", delays), one_way * delays);
   return {{GapCause::crash, bound}, {GapCause::pause, bound}, {GapCause::lease_lost, bound}};
+}
+
+// How soon a STOPPED connection has no acting owner. The core's owner learns
+// of a stop from its next renew (refused: the item is STOPPED); whatever the
+// network does, its deadline, lease - margin after its last renew sent before
+// the stop, ends its acting within a lease. The liveness algorithm writes no
+// lease on a heartbeat: its owner reads a held lease the sweep's index did not
+// show, so a stop is seen by the first sweep that starts once the index
+// reflects it (GSI lag + a reconcile interval and jitter, twice: a sweep can
+// take up to an interval), and that read (asked again at once when lost:
+// three timed-out requests, then a round trip).
+Duration stop_bound(const LeaseScenarioOptions& o) {
+  const lease::LeaseConfig& c = o.lease;
+  if (c.algorithm != lease::Algorithm::liveness) return c.lease_duration;
+  return kGsiLagMax + (c.reconcile_interval + c.reconcile_jitter_max) * 2 + c.request_timeout * 3 +
+         link_latency(o).max() * 2;
 }
 
 nlohmann::json milliseconds(Duration duration) { return static_cast<double>(duration.ns()) / 1e6; }
@@ -611,7 +641,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   // An owner learns of a stop from its next renew (refused: the item is
   // STOPPED); whatever the network does, its deadline, lease - margin after
   // its last renew sent before the stop, ends its acting within a lease.
-  checkers.set_stop_bound(o.lease.lease_duration);
+  checkers.set_stop_bound(stop_bound(o));
   checkers.ignore_faults_at(upstream);
   if (streaming && streaming->via != upstream) checkers.ignore_faults_at(streaming->via);
   models::ControlEnvironment control{o.lease, dynamo, sqs, "releases", !seed_algorithm, {}};

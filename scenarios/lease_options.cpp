@@ -474,9 +474,10 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   Reader r{parameters, {}};
   if (r.has("algorithm")) {
     const auto& v = parameters["algorithm"];
-    if (v == "core") options.lease.algorithm = lease::Algorithm::core;
-    else if (v == "seed") options.lease.algorithm = lease::Algorithm::seed;
-    else return fmt::format("algorithm: expected \"core\" or \"seed\", got {}", v.dump());
+    const std::optional<lease::Algorithm> algorithm =
+        v.is_string() ? lease::parse_algorithm(v.get<std::string>()) : std::nullopt;
+    if (!algorithm) return fmt::format("algorithm: expected \"core\", \"liveness\" or \"seed\", got {}", v.dump());
+    options.lease.algorithm = *algorithm;
   }
   if (r.has("expiry")) {
     const auto& v = parameters["expiry"];

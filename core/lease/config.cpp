@@ -7,8 +7,20 @@
 namespace leaseproof::lease {
 
 std::string_view to_string(Algorithm algorithm) {
-  return algorithm == Algorithm::core ? "core" : "seed";
+  switch (algorithm) {
+    case Algorithm::core: return "core";
+    case Algorithm::seed: return "seed";
+    case Algorithm::liveness: return "liveness";
+  }
+  return "?";
 }
+std::optional<Algorithm> parse_algorithm(std::string_view text) {
+  for (Algorithm algorithm : {Algorithm::core, Algorithm::seed, Algorithm::liveness}) {
+    if (text == to_string(algorithm)) return algorithm;
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(ExpiryMode mode) { return mode == ExpiryMode::wall ? "wall" : "counter"; }
 
 std::string LeaseConfig::validate() const {
@@ -41,7 +53,7 @@ std::string LeaseConfig::validate() const {
                        reconcile_jitter_max, reconcile_interval);
   }
   if (safety_margin.is_negative()) return fmt::format("lease.safety_margin ({}) must not be negative", safety_margin);
-  if (algorithm == Algorithm::core && safety_margin + heartbeat_interval >= lease_duration) {
+  if (algorithm != Algorithm::seed && safety_margin + heartbeat_interval >= lease_duration) {
     return fmt::format(
         "lease.safety_margin ({}) + lease.heartbeat_interval ({}) must be shorter than lease.lease_duration ({}): "
         "the owner would stop acting before its next renew",
@@ -94,13 +106,18 @@ std::string LeaseConfig::assumptions() const {
   if (algorithm == Algorithm::seed) {
     return "seed algorithm: assumes perfectly synchronised wall clocks and no pauses (no margin, no fencing)";
   }
-  const std::string common = "pauses of any length; lost and delayed replies; GSI lag";
+  const std::string_view name = to_string(algorithm);
+  const std::string common =
+      algorithm == Algorithm::liveness
+          ? "pauses of any length; lost and delayed replies; GSI lag; a worker's leases live and die with its "
+            "liveness item, which a taker fences (a new incarnation) before taking any of them"
+          : "pauses of any length; lost and delayed replies; GSI lag";
   if (expiry_mode == ExpiryMode::wall) {
-    return fmt::format("core/wall: wall-clock skew between workers at most {} (2 x safety margin {}); {}",
+    return fmt::format("{}/wall: wall-clock skew between workers at most {} (2 x safety margin {}); {}", name,
                        skew_tolerated(), safety_margin, common);
   }
-  return fmt::format("core/counter: clock rate error at most {} ppm (safety margin {} over lease {}); any wall skew; {}",
-                     drift_ppm_tolerated(), safety_margin, lease_duration, common);
+  return fmt::format("{}/counter: clock rate error at most {} ppm (safety margin {} over lease {}); any wall skew; {}",
+                     name, drift_ppm_tolerated(), safety_margin, lease_duration, common);
 }
 
 }  // namespace leaseproof::lease

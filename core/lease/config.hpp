@@ -6,11 +6,17 @@
 //           acting at a monotonic deadline, expiry is judged with a margin (wall
 //           mode) or by how long the lease stayed unchanged on the observer's
 //           own clock (counter mode), watchers take over at expiry.
+//   liveness - the core's fencing and deadlines, but one heartbeat item per
+//           worker instead of a renew per lease: a lease names its owner
+//           worker and that worker's incarnation, and is taken over only
+//           once the owner's liveness item is seen expired and fenced
+//           (docs/lease-core.md, "The liveness algorithm").
 //   seed  - the articles' design, kept to show what breaks it: wall-clock
 //           expiry with no margin, no epoch, the owner acts until a renew is
 //           refused, reconcile every 60 s, unconditional checkpoints.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,11 +24,13 @@
 
 namespace leaseproof::lease {
 
-enum class Algorithm : uint8_t { core, seed };
+enum class Algorithm : uint8_t { core, seed, liveness };
 enum class ExpiryMode : uint8_t { wall, counter };
 
 std::string_view to_string(Algorithm algorithm);
 std::string_view to_string(ExpiryMode mode);
+// "core", "seed" or "liveness"; nullopt for anything else.
+std::optional<Algorithm> parse_algorithm(std::string_view text);
 
 struct LeaseTable {
   std::string name = "connections";

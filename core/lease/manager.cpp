@@ -2,6 +2,7 @@
 #include "core/lease/manager.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace leaseproof::lease {
 
@@ -12,6 +13,7 @@ std::string_view to_string(RequestKind kind) {
     case RequestKind::release: return "release";
     case RequestKind::read: return "read";
     case RequestKind::reconcile: return "reconcile";
+    case RequestKind::liveness: return "liveness";
   }
   LP_UNREACHABLE("request kind {}", static_cast<int>(kind));
 }
@@ -47,11 +49,20 @@ LeaseManager::LeaseManager(LeaseConfig config, std::string worker_id, RandomSour
     : config_(std::move(config)), worker_id_(std::move(worker_id)), random_(random), faults_(faults) {
   LP_ASSERT_MSG(config_.validate().empty(), "invalid lease config: {}", config_.validate());
   LP_ASSERT(!worker_id_.empty());
+  static const std::string kNoConnection;  // the liveness slot's: no connection is named ""
+  liveness_slot_->connection = &kNoConnection;
 }
 
 void LeaseManager::start(Clock now, Actions& out) {
   // A small random delay spreads a fleet that starts at once.
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
+  if (liveness()) {
+    // Nothing is acquired, and no sweep runs, before this worker has an
+    // incarnation to name: the first sweep is scheduled when the claim is in.
+    join(now, out);
+    on_timer(now, out);
+    return;
+  }
   next_reconcile_ = now.monotonic + Duration::from_ns(jitter);
   touch("");
   on_timer(now, out);
@@ -98,6 +109,8 @@ LeaseManager::Held& LeaseManager::hold(std::string_view connection, Held held, A
     target.watch.reset();
     --watch_count_;
   }
+  if (liveness()) forget_peer_lease(connection, out);
+  target.acquire_failures = 0;
   if (!target.held) ++held_count_;
   target.held = std::move(held);
   return *target.held;
@@ -136,13 +149,22 @@ void LeaseManager::drop_idle_slots() {
 
 Instant LeaseManager::deadline_of(const Held& held) const {
   if (config_.algorithm == Algorithm::seed) return Instant::max();  // acts until a renew is refused
+  if (liveness()) {
+    // Every lease of this worker lives by its liveness item.
+    return own_.incarnation == 0 ? Instant::from_ns(std::numeric_limits<int64_t>::min()) : own_.confirmed_sent + config_.lease_duration - config_.safety_margin;
+  }
   return held.confirmed_sent + config_.lease_duration - config_.safety_margin;
 }
 
 uint64_t LeaseManager::send(Actions& out, RequestKind kind, std::string_view connection, int64_t epoch,
                             dynamo::Request request, Instant now_mono) {
   const uint64_t token = next_token_++;
-  pending_.emplace(token, Pending{kind, std::string{connection}, now_mono, epoch, false});
+  Pending pending;
+  pending.kind = kind;
+  pending.connection = std::string{connection};
+  pending.sent = now_mono;
+  pending.epoch = epoch;
+  pending_.emplace(token, std::move(pending));
   // Built in place: the request moves once here, once more into the message.
   out.emplace_back(std::in_place_type<DynamoCall>, token, kind, std::string{connection}, epoch, std::move(request));
   return token;
@@ -169,8 +191,9 @@ void LeaseManager::expire_deadlines(Clock now, Actions& out) {
 
 Instant LeaseManager::due_time(const Slot* slot) const {
   if (slot == nullptr) return sweep_ || draining_ ? Instant::max() : next_reconcile_;
+  if (slot == liveness_slot_.get()) return liveness_due();
   Instant due = Instant::max();
-  if (slot->held) {
+  if (slot->held && !liveness()) {  // liveness: the item's deadline is the liveness slot's
     const Held& held = *slot->held;
     if (held.release_token == 0) due = std::min(due, deadline_of(held));
     if (!draining_ && held.renew_token == 0 && held.read_token == 0) due = std::min(due, held.next_renew);
@@ -206,8 +229,13 @@ void LeaseManager::process(Slot* slot, Clock now, Actions& out) {
     touch(nullptr);
     return;
   }
+  if (slot == liveness_slot_.get()) {
+    process_liveness(now, out);
+    touch(slot);
+    return;
+  }
   const std::string& connection = *slot->connection;
-  if (slot->held) {
+  if (slot->held && !liveness()) {
     Held& held = *slot->held;
     if (deadline_of(held) <= now.monotonic && held.release_token == 0) {
       if (held.open) out.push_back(Mark{"lease.deadline_stop"});
@@ -240,6 +268,18 @@ void LeaseManager::watch_to_reclaim(Slot& target, Clock now) {
 // A confirmation (acquire or renew) sent at `sent` is in: the lease is ours
 // until sent + lease - margin. Opens the session if it is not open yet.
 void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent, Clock now, Actions& out) {
+  if (liveness()) {
+    // The acquire is in; the lease lives by this worker's liveness item.
+    if (held.open || draining_) return;
+    if (deadline_of(held) <= now.monotonic) {
+      out.push_back(Mark{"lease.confirmed_too_late"});
+      own_.unopened = true;  // opened when the next renew of the item is confirmed in time
+      return;
+    }
+    held.open = true;
+    out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url, held.stream_epoch, held.last_seq});
+    return;
+  }
   held.confirmed_sent = std::max(held.confirmed_sent, sent);
   held.next_renew = held.confirmed_sent + config_.renew_interval();
   touch(connection);
@@ -292,11 +332,20 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
   const Pending pending = std::move(it->second);
   pending_.erase(it);
   expire_deadlines(now, out);
+  if (pending.liveness_op != kNoLivenessOp) {
+    on_liveness_reply(pending, reply, now, out);
+    finish_drain(now, out);
+    touch(liveness_slot_.get());
+    touch("");
+    on_timer(now, out);
+    return;
+  }
   switch (pending.kind) {
     case RequestKind::renew: on_renew_reply(pending, reply, now, out); break;
     case RequestKind::acquire: on_acquire_reply(pending, reply, now, out); break;
     case RequestKind::release: on_release_reply(pending, reply, now, out); break;
     case RequestKind::reconcile: on_sweep_reply(reply, now, out); break;
+    case RequestKind::liveness: LP_UNREACHABLE("a liveness write without its op"); break;
     case RequestKind::read:
       if (pending.sweep_round != 0) {
         on_sweep_read(pending, reply, now, out);
@@ -309,10 +358,11 @@ void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Respons
       }
       break;
   }
-  finish_drain(out);  // the last release or in-flight acquire may have ended
+  finish_drain(now, out);  // the last release or in-flight acquire may have ended
   // The reply may have cleared a token or moved a time: re-arm what is due.
   touch(pending.connection);
   touch("");
+  if (liveness()) touch(liveness_slot_.get());
   on_timer(now, out);
 }
 
@@ -360,12 +410,24 @@ void LeaseManager::on_held_read(const Pending& pending, const dynamo::Result<dyn
   held.read_token = 0;
   if (draining_) return;  // a release is in flight: its reply decides
   if (reply == nullptr || (!reply->ok() && reply->error().type != dynamo::error_type::conditional_check_failed)) {
-    held.next_renew = now.monotonic + config_.retry_backoff;  // still unknown; the deadline protects us
+    // Still unknown; the deadline protects us. Liveness: read again at once
+    // (a stop is seen only by this read), a few times, then at the next sweep.
+    if (!liveness()) {
+      held.next_renew = now.monotonic + config_.retry_backoff;
+    } else if (held.read_attempts++ < kSweepReadRetries) {
+      out.push_back(Mark{"lease.held_read_retried"});
+      held.read_token = send(out, RequestKind::read, pending.connection, held.epoch,
+                             read_request(config_, pending.connection), now.monotonic);
+    }
     return;
   }
   const std::optional<LeaseView> lease = read_lease(reply);
   const bool ours = lease && lease->owner == worker_id_ && lease->epoch == held.epoch;
-  if (ours && lease->desired_state == kStarted) {
+  if (liveness()) {
+    // A held lease the sweep did not show: stopped, or (a lost page) merely
+    // not shown. Nothing to renew: only a stop or a loss changes anything.
+    if (ours && lease->desired_state == kStarted) return;
+  } else if (ours && lease->desired_state == kStarted) {
     // In wall mode an expiry at or past the renew's is as good as the renew
     // (whoever wrote it, no one can take the lease before it); a renew is
     // refused when the expiry is already there (a clock stepped back). In
@@ -401,6 +463,9 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
     entry.watch.reset();
   }
   watch_count_ = 0;
+  for (auto& [name, peer] : peers_) {
+    for (auto& [connection, lease] : peer.leases) arm_peer_lease(connection, peer, lease, false, out);
+  }
   // Stop acting first: the release is only written once the session is closed.
   // In connection order, whatever the order of the slots.
   std::vector<Slot*> held;
@@ -414,7 +479,7 @@ void LeaseManager::on_sigterm(Clock now, Actions& out) {
     close(*entry->connection, *entry->held, CloseReason::drained, out);
     release(*entry->connection, *entry->held, now, out);
   }
-  finish_drain(out);
+  finish_drain(now, out);
 }
 
 void LeaseManager::release(std::string_view connection, Held& held, Clock now, Actions& out) {
@@ -425,6 +490,10 @@ void LeaseManager::release(std::string_view connection, Held& held, Clock now, A
 
 void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                     Actions& out) {
+  if (pending.unheld_release) {
+    if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
+    return;  // lost or refused: the next sweep sees it again
+  }
   Slot* target = find_slot(pending.connection);
   if (target == nullptr || !target->held) return;
   Held& held = *target->held;
@@ -437,11 +506,22 @@ void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result
   // released is left to expire.
   if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
   drop_held(*target);
-  finish_drain(out);
+  finish_drain(now, out);
 }
 
-void LeaseManager::finish_drain(Actions& out) {
+void LeaseManager::finish_drain(Clock now, Actions& out) {
   if (!draining_ || drain_complete_ || held_count_ != 0 || !acquiring_.empty()) return;
+  if (liveness() && own_.incarnation != 0 && !own_.retired) {
+    // Every lease is let go: end this incarnation too, so that a successor
+    // under the same id claims the item at once, and watchers do not wait
+    // for it to expire. If this is lost, the item expires as a crashed one.
+    if (own_.token != 0) return;  // a renew's reply comes first
+    own_.token = send(out, RequestKind::liveness, "", 0,
+                      liveness_retire_request(config_, worker_id_, own_.incarnation), now.monotonic);
+    pending_.at(own_.token).liveness_op = kRetire;
+    pending_.at(own_.token).incarnation = own_.incarnation;
+    return;
+  }
   drain_complete_ = true;
   out.push_back(DrainComplete{});
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,7 +37,9 @@ namespace leaseproof::lease {
 // The worker's own clock readings at the moment of a call.
 using Clock = ClockReading;
 
-enum class RequestKind : uint8_t { acquire, renew, release, read, reconcile };
+// liveness: a write of a liveness item (the liveness algorithm's claim, renew
+// and fence); reads of liveness items are `read`.
+enum class RequestKind : uint8_t { acquire, renew, release, read, reconcile, liveness };
 enum class CloseReason : uint8_t { released, deadline, lost, drained, stopped };
 std::string_view to_string(RequestKind kind);
 std::string_view to_string(CloseReason reason);
@@ -116,6 +119,8 @@ class LeaseManager {
   size_t tracked_connections() const { return slots_.size(); }
   bool owns(std::string_view connection) const;
   const std::string& worker_id() const { return worker_id_; }
+  // Liveness algorithm: this worker's incarnation (0 until it has claimed one).
+  int64_t incarnation() const { return own_.incarnation; }
   const LeaseConfig& config() const { return config_; }
   bool draining() const { return draining_; }
 
@@ -134,6 +139,8 @@ class LeaseManager {
     uint64_t read_token = 0;       // a re-read in flight
     uint64_t release_token = 0;
     uint32_t release_attempts = 0;
+    uint64_t shown_round = 0;  // liveness: the last sweep round whose index showed it
+    uint32_t read_attempts = 0;  // liveness: of the read of a held lease the sweep did not show
   };
   struct Watch {
     std::string owner;
@@ -154,7 +161,7 @@ class LeaseManager {
     bool armed = false;  // the last WatchChange said armed
   };
   struct Pending {
-    RequestKind kind;
+    RequestKind kind = RequestKind::read;
     std::string connection;
     Instant sent;
     int64_t epoch = 0;
@@ -163,6 +170,54 @@ class LeaseManager {
     bool from_index = false;         // an acquire of a lease the GSI showed free
     uint64_t sweep_round = 0;        // a sweep's read of a candidate (0: not one)
     uint32_t sweep_attempt = 0;      // of that read: 1 for the first send
+    // Liveness algorithm: what a request about a liveness item does, whose
+    // item it is (another worker's), and the incarnation it names (an
+    // acquire's or renew's own, a claim's new one, a fence's fenced one).
+    uint8_t liveness_op = 0;  // LivenessOp
+    bool unheld_release = false;
+    bool reclaim = false;  // an acquire taking back this incarnation's own lease (liveness)  // a release of a lease this worker does not hold (release_unheld)
+    std::string peer;
+    int64_t incarnation = 0;
+  };
+  enum LivenessOp : uint8_t { kNoLivenessOp, kClaim, kLivenessRenew, kReadOwn, kReadPeer, kFence, kRetire };
+  // This worker's own liveness item (liveness algorithm).
+  struct Own {
+    int64_t incarnation = 0;  // 0: none claimed yet (or lost)
+    Instant confirmed_sent;   // send time of the last confirmed claim or renew
+    Instant next_renew = Instant::max();
+    uint64_t token = 0;  // a claim, renew or read of the item in flight
+    Instant renew_sent;
+    int64_t renew_expires_ms = 0;
+    bool renew_pending = false;  // a renew's outcome is being read
+    // Joining: the item as last seen (none: absent), when its counter was
+    // first seen, and when to look at it again.
+    std::optional<LivenessView> seen;
+    Instant seen_first;
+    Instant join_check_at = Instant::max();
+    // A claim whose reply was lost, recognised by the incarnation and stamp it wrote.
+    int64_t claim_incarnation = 0;
+    int64_t claim_expires_ms = 0;
+    Instant claim_sent;
+    bool stopped = false;   // the deadline passed: sessions are closed until a renew is confirmed
+    bool unopened = false;  // a lease acquired past the deadline waits for a confirmed renew to open
+    bool retired = false;   // drained: the item was fenced by its own worker (or that was tried)
+  };
+  // Another worker, as this one knows it: its liveness item, and those of its
+  // leases this worker has seen (liveness algorithm).
+  struct PeerLease {
+    int64_t incarnation = 0;
+    int64_t epoch = 0;
+    uint64_t seen_round = 0;
+    bool armed = false;  // this worker is one of the lease's watchers
+  };
+  struct Peer {
+    std::optional<LivenessView> view;
+    Instant first_seen;  // when view's counter (and incarnation) was first seen
+    Instant check_at = Instant::max();
+    uint64_t token = 0;  // a read or fence in flight
+    uint64_t read_round = 0;  // the sweep round that last read the item
+    uint32_t armed = 0;       // leases with armed set
+    std::map<std::string, PeerLease, std::less<>> leases;
   };
   static constexpr uint32_t kSweepPageRetries = 3;  // per page, then the round is given up
   static constexpr uint32_t kSweepReadsInFlightMax = 128;  // a sweep's candidate reads sent at once
@@ -201,6 +256,11 @@ class LeaseManager {
     // The due time of this slot's latest wakeup while that wakeup is queued
     // (max otherwise): a touch with the same due time queues nothing.
     Instant queued_at = Instant::max();
+    // Liveness: acquires that failed in a row (throttled, or not applied
+    // after a lost reply), and when the next may go out. The backoff doubles
+    // up to a third of a lease, so a throttled partition is not hammered.
+    uint32_t acquire_failures = 0;
+    Instant acquire_retry_at;
   };
   Slot& slot(std::string_view connection);  // made on first use
   Slot* find_slot(std::string_view connection);
@@ -244,7 +304,7 @@ class LeaseManager {
   void on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                         Actions& out);
   void release(std::string_view connection, Held& held, Clock now, Actions& out);
-  void finish_drain(Actions& out);
+  void finish_drain(Clock now, Actions& out);
 
   // Taking (manager_acquire.cpp).
   bool has_room() const;
@@ -273,6 +333,39 @@ class LeaseManager {
   void sweep_saw(LeaseView lease, Clock now, Actions& out);
   void next_page(const std::optional<dynamo::Item>& last_evaluated_key, Clock now, Actions& out);
   void queries_done(Clock now, Actions& out);
+  AcquireBasis basis_for(const LeaseView& lease) const;  // a lease the sweep found free to take
+
+  // The liveness algorithm (manager_liveness.cpp).
+  bool liveness() const { return config_.algorithm == Algorithm::liveness; }
+  Instant liveness_due() const;
+  void process_liveness(Clock now, Actions& out);
+  void join(Clock now, Actions& out);
+  void read_own(Clock now, Actions& out);
+  void renew_liveness(Clock now, Actions& out);
+  void on_liveness_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
+                         Actions& out);
+  void own_item_seen(const std::optional<LivenessView>& view, Clock now, Actions& out);
+  void joined(int64_t incarnation, Instant sent, Clock now, Actions& out);
+  void confirm_liveness(Instant sent, Clock now, Actions& out);
+  void liveness_deadline(Clock now, Actions& out);
+  void lose_incarnation(const std::optional<LivenessView>& view, Clock now, Actions& out);
+  std::vector<Slot*> held_slots();  // in connection order
+  void observe_owned(const LeaseView& lease, Clock now, Actions& out, bool from_sweep);
+  void forget_peer_lease(std::string_view connection, Actions& out);
+  void arm_peer_lease(std::string_view connection, Peer& peer, PeerLease& lease, bool armed, Actions& out);
+  void peer_saw(const std::string& name, Peer& peer, const LivenessView& view, Clock now, Actions& out,
+                bool take_all);
+  void check_peer(const std::string& name, Peer& peer, Clock now, Actions& out);
+  void take_dead(const std::string& connection, const std::string& owner, const PeerLease& lease, Clock now,
+                 Actions& out);
+  void forget_unseen_peers(Actions& out);
+  // A lease naming this live incarnation that it cannot take back (no room):
+  // nobody else may take it while the item lives, so it is released.
+  void release_unheld(const std::string& connection, int64_t epoch, Clock now, Actions& out);
+  // An acquire that failed (liveness): back off, then read the lease again.
+  void acquire_failed(std::string_view connection, bool reclaim, Clock now, Actions& out);
+  // Reads the lease again at `at` (liveness), taking it back if `reclaim`.
+  void reread_at(Slot& target, bool reclaim, Instant at, Clock now);
 
   LeaseConfig config_;
   std::string worker_id_;
@@ -310,6 +403,14 @@ class LeaseManager {
   mutable WakeupQueue<Wakeup, WakeupLess> wakeups_;
   mutable Instant sweep_queued_at_ = Instant::max();  // Slot::queued_at, for the sweep
   Instant next_reconcile_ = Instant::max();
+  // Liveness algorithm: this worker's item and the other workers'. The
+  // liveness slot is no connection's: its wakeups are the item's renew and
+  // deadline and the peers' checks.
+  Own own_;
+  std::map<std::string, Peer, std::less<>> peers_;
+  std::unordered_map<std::string, std::string, TextHash, std::equal_to<>> peer_of_;  // connection -> owner in peers_
+  // On the heap: wakeups point at it, and a moved manager keeps it.
+  std::unique_ptr<Slot> liveness_slot_ = std::make_unique<Slot>();
   bool draining_ = false;
   bool drain_complete_ = false;
 };

@@ -45,6 +45,7 @@ uint64_t score(uint64_t connection_part, std::string_view worker) {
 }  // namespace
 
 bool LeaseManager::has_room() const {
+  if (liveness() && own_.incarnation == 0) return false;  // nothing to name as its owner yet
   return !draining_ && held_count_ + acquiring_.size() < config_.capacity;
 }
 
@@ -55,11 +56,22 @@ uint32_t LeaseManager::room() const {
 void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basis, Clock now, Actions& out,
                            bool from_index) {
   if (!has_room() || holds(connection) || acquiring_.contains(connection)) return;
+  if (liveness()) {
+    Slot& target = slot(connection);
+    if (now.monotonic < target.acquire_retry_at) {
+      // Backing off after a failure: the read at the end of it decides.
+      reread_at(target, basis.own_epoch.has_value(), target.acquire_retry_at, now);
+      return;
+    }
+  }
   acquiring_.insert(std::string{connection});
-  const uint64_t token = send(out, RequestKind::acquire, connection, 0,
-                              acquire_request(config_, connection, worker_id_, now.wall.ms(), basis), now.monotonic);
+  const uint64_t token =
+      send(out, RequestKind::acquire, connection, 0,
+           acquire_request(config_, connection, worker_id_, now.wall.ms(), basis, own_.incarnation), now.monotonic);
   pending_.at(token).acquire_expires_ms = now.wall.ms() + config_.lease_duration.ms();
   pending_.at(token).from_index = from_index;
+  pending_.at(token).incarnation = own_.incarnation;
+  pending_.at(token).reclaim = basis.own_epoch.has_value();
   if (Watch* watch = find_watch(connection); watch != nullptr) watch->token = token;
 }
 
@@ -69,11 +81,12 @@ void LeaseManager::read_after_ambiguous_acquire(const Pending& acquire, Clock no
   pending_.at(token).acquire_read = true;
   pending_.at(token).sent = acquire.sent;  // the acquire's send time bounds its deadline
   pending_.at(token).acquire_expires_ms = acquire.acquire_expires_ms;
+  pending_.at(token).incarnation = acquire.incarnation;
 }
 
 void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply,
                                     Clock now, Actions& out) {
-  if (reply == nullptr && config_.algorithm == Algorithm::core) {
+  if (reply == nullptr && config_.algorithm != Algorithm::seed) {
     // Applied or not? Read it: the lease may be ours (acquire OR lease_owner = :me).
     out.push_back(Mark{"lease.ambiguous_acquire"});
     read_after_ambiguous_acquire(pending, now, out);
@@ -91,11 +104,22 @@ void LeaseManager::on_acquire_reply(const Pending& pending, const dynamo::Result
         out.push_back(Mark{"lease.index_view_outdated"});
       }
       if (lease) observe(*lease, now, out, false);
+    } else if (liveness() && !draining_ && !holds(pending.connection)) {
+      // Throttled or failed, so not applied: a lease of this incarnation
+      // stays named after it (nobody else may take it while the item
+      // lives), and a dead tenure's is still to take. Read it again.
+      acquire_failed(pending.connection, pending.reclaim, now, out);
     }
     return;
   }
   const auto& update = std::get<dynamo::UpdateItemResponse>(reply->value());
   const std::optional<LeaseView> lease = item_lease(update.attributes);
+  if (liveness() && pending.incarnation != own_.incarnation) {
+    // Taken under an incarnation that has since been fenced: the lease names
+    // a dead worker, and anyone (this worker too) may take it from that tenure.
+    out.push_back(Mark{"lease.acquired_under_lost_incarnation"});
+    return;
+  }
   Held held;
   held.epoch = lease ? lease->epoch : 0;
   held.ws_url = lease ? lease->ws_url : std::string{};
@@ -120,7 +144,9 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   acquiring_.erase(pending.connection);
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;
-  if (!lease || lease->owner != worker_id_) {
+  const bool this_incarnation =
+      !liveness() || (lease && lease->owner_incarnation == pending.incarnation && own_.incarnation == pending.incarnation);
+  if (!lease || lease->owner != worker_id_ || !this_incarnation) {
     if (Watch* watch = find_watch(pending.connection); watch != nullptr) watch->token = 0;
     if (lease) observe(*lease, now, out, false);
     return;
@@ -129,6 +155,10 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
     // Ours, but an older lease of ours (its deadline passed): the acquire did
     // not apply, and this lease may be taken by anyone. Ask again.
     out.push_back(Mark{"lease.ambiguous_acquire_not_applied"});
+    if (liveness()) {
+      acquire_failed(pending.connection, pending.reclaim, now, out);
+      return;
+    }
     acquire(pending.connection, AcquireBasis{}, now, out);
     return;
   }
@@ -179,10 +209,15 @@ void LeaseManager::observe(const LeaseView& lease, Clock now, Actions& out, bool
   if (config_.algorithm == Algorithm::seed) return;  // the articles only reconcile
   if (lease.desired_state != kStarted || holds(lease.connection)) {
     drop_watch(lease.connection, out);
+    if (liveness()) forget_peer_lease(lease.connection, out);
     return;
   }
   if (lease.owner.empty()) {
     take_over(lease.connection, lease, now, out);
+    return;
+  }
+  if (liveness()) {
+    observe_owned(lease, now, out, from_sweep);
     return;
   }
   Slot& target = slot(lease.connection);
@@ -289,11 +324,18 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
   }
   if (watch->reclaim) {
     watch->reclaim = false;
-    if (lease->desired_state == kStarted && lease->owner == worker_id_) {
+    const bool this_incarnation = !liveness() || lease->owner_incarnation == own_.incarnation;
+    if (lease->desired_state == kStarted && lease->owner == worker_id_ && this_incarnation) {
       // Still ours (the sweep's rule: "OR lease_owner = :me" under a new epoch).
       out.push_back(Mark{"lease.reclaim_after_deadline"});
-      acquire(pending.connection, AcquireBasis{}, now, out);
-      if (!acquiring_.contains(pending.connection)) drop_watch(pending.connection, out);  // no room
+      AcquireBasis basis;
+      if (liveness()) basis.own_epoch = lease->epoch;
+      if (!has_room()) {
+        drop_watch(pending.connection, out);
+        if (liveness() && !draining_) release_unheld(pending.connection, lease->epoch, now, out);
+        return;
+      }
+      acquire(pending.connection, basis, now, out);
       return;
     }
     // Someone else's, or free: watched only as any lease is (by its watchers).
@@ -351,8 +393,9 @@ void LeaseManager::on_sweep_reply(const dynamo::Result<dynamo::Response>* reply,
     // The core's index holds keys only (a renew writes the table alone): a
     // candidate is read from the table, strongly consistent, before anything
     // is decided about it. A lease this worker holds is alive: itself.
-    if (holds(lease->connection)) {
+    if (Held* held = find_held(lease->connection); held != nullptr) {
       sweep_workers_.insert(worker_id_);
+      held->shown_round = sweep_round_;
       continue;
     }
     if (acquiring_.contains(lease->connection)) continue;
@@ -406,14 +449,21 @@ void LeaseManager::sweep_saw(LeaseView lease, Clock now, Actions& out) {
   // Only owners that look alive may be ranked as watchers: a crashed worker
   // stays the owner of its leases until they are taken, and counting it
   // could leave no live watcher for them at all (after a mass crash).
-  const bool looks_live = lease.expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
+  bool looks_live = lease.expires_at_ms + config_.safety_margin.ms() >= now.wall.ms();
+  if (liveness()) {
+    // A lease says nothing of its owner's life: its liveness item does, as
+    // far as this worker has read it (not yet read: assumed alive).
+    const auto peer = peers_.find(lease.owner);
+    looks_live = peer == peers_.end() || !peer->second.view ||
+                 (peer->second.view->live && peer->second.view->incarnation == lease.owner_incarnation);
+  }
   if (!lease.owner.empty() && looks_live) sweep_workers_.insert(lease.owner);
   if (holds(lease.connection) || acquiring_.contains(lease.connection)) return;
   if (lease.desired_state != kStarted) {
     drop_watch(lease.connection, out);  // stopped since the index showed it
     return;
   }
-  if (lease.owner == worker_id_) {
+  if (lease.owner == worker_id_ && (!liveness() || lease.owner_incarnation == own_.incarnation)) {
     // Ours in the table but not held: our deadline passed (an outage, a
     // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
     // us take it back under a new epoch.
@@ -442,7 +492,7 @@ void LeaseManager::next_page(const std::optional<dynamo::Item>& last_evaluated_k
     }
     sweep_->complete = false;  // the rest of this shard waits for the next round
   }
-  const bool more_shards = config_.algorithm == Algorithm::core && sweep_->shard + 1 < config_.table.shards;
+  const bool more_shards = config_.algorithm != Algorithm::seed && sweep_->shard + 1 < config_.table.shards;
   if (more_shards) {
     ++sweep_->shard;
     sweep_->pages = 0;
@@ -450,6 +500,17 @@ void LeaseManager::next_page(const std::optional<dynamo::Item>& last_evaluated_k
     return;
   }
   queries_done(now, out);
+}
+
+AcquireBasis LeaseManager::basis_for(const LeaseView& lease) const {
+  AcquireBasis basis;
+  if (!liveness() || lease.owner.empty()) return basis;
+  if (lease.owner == worker_id_ && lease.owner_incarnation == own_.incarnation) {
+    basis.own_epoch = lease.epoch;
+  } else {
+    basis.dead_tenure = AcquireBasis::Tenure{lease.owner, lease.owner_incarnation, lease.epoch};
+  }
+  return basis;
 }
 
 void LeaseManager::queries_done(Clock now, Actions& out) {
@@ -462,6 +523,19 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   const bool complete = sweep_->complete;
   sweep_.reset();
   if (complete) forget_unseen(out);
+  if (liveness()) {
+    if (complete) forget_unseen_peers(out);
+    // No renew tells the owner of a stop: a held lease the index did not
+    // show (it leaves the index when STOPPED) is read, and let go if stopped.
+    for (Slot* target : held_slots()) {
+      Held& held = *target->held;
+      if (held.shown_round == sweep_round_ || held.read_token != 0 || held.release_token != 0) continue;
+      out.push_back(Mark{"lease.held_not_shown_read"});
+      held.read_attempts = 0;
+      held.read_token = send(out, RequestKind::read, *target->connection, held.epoch,
+                             read_request(config_, *target->connection), now.monotonic);
+    }
+  }
   if (known_workers_ != sweep_workers_) {
     known_workers_ = sweep_workers_;
     ++known_workers_version_;
@@ -470,9 +544,13 @@ void LeaseManager::finish_sweep(Clock now, Actions& out) {
   for (size_t i = free.size(); i > 1; --i) std::swap(free[i - 1], free[random_.below(i)]);
   uint32_t started = 0;
   for (const LeaseView& lease : free) {
-    if (started == config_.acquire_per_round_max || !has_room()) break;
     if (holds(lease.connection) || acquiring_.contains(lease.connection)) continue;
-    acquire(lease.connection, AcquireBasis{}, now, out, /*from_index=*/true);
+    if (started == config_.acquire_per_round_max || !has_room()) {
+      const bool own = lease.owner == worker_id_ && lease.owner_incarnation == own_.incarnation;
+      if (liveness() && own && !draining_) release_unheld(lease.connection, lease.epoch, now, out);
+      continue;
+    }
+    acquire(lease.connection, basis_for(lease), now, out, /*from_index=*/true);
     ++started;
   }
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));

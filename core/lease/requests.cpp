@@ -46,8 +46,51 @@ std::string reconcile_shard(std::string_view connection, uint32_t shards) {
   return fmt::format("{}#{}", kStarted, hash % shards);
 }
 
+namespace {
+
+// The liveness algorithm's acquire: the lease names the acquirer's
+// incarnation, and is taken only when free, from a dead tenure named exactly,
+// or back from this incarnation's own stopped tenure. The expiry it writes is
+// no lease's expiry (nothing renews it): it tells a read after a lost reply
+// whether this acquire applied.
+dynamo::Request liveness_acquire_request(const LeaseConfig& config, std::string_view connection,
+                                         std::string_view worker, int64_t now_wall_ms, const AcquireBasis& basis,
+                                         int64_t incarnation) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  auto& values = request.write.expression_attribute_values;
+  values[":me"] = S(worker);
+  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
+  values[":inc"] = N(incarnation);
+  values[":one"] = N(1);
+  values[":zero"] = N(0);
+  values[":started"] = S(kStarted);
+  request.update_expression =
+      "SET lease_owner = :me, owner_incarnation = :inc, lease_expires_at_ms = :exp, "
+      "lease_epoch = if_not_exists(lease_epoch, :zero) + :one ADD lease_counter :one";
+  std::string taken = "attribute_not_exists(lease_owner)";
+  if (basis.dead_tenure) {
+    taken += " OR (lease_owner = :old AND owner_incarnation = :old_inc AND lease_epoch = :old_epoch)";
+    values[":old"] = S(basis.dead_tenure->owner);
+    values[":old_inc"] = N(basis.dead_tenure->incarnation);
+    values[":old_epoch"] = N(basis.dead_tenure->epoch);
+  }
+  if (basis.own_epoch) {
+    taken += " OR (lease_owner = :me AND owner_incarnation = :inc AND lease_epoch = :own_epoch)";
+    values[":own_epoch"] = N(*basis.own_epoch);
+  }
+  request.write.condition_expression = fmt::format("desired_state = :started AND ({})", taken);
+  request.write.return_values = dynamo::ReturnValues::all_new;
+  request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
+  return request;
+}
+
+}  // namespace
+
 dynamo::Request acquire_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
-                                int64_t now_wall_ms, const AcquireBasis& basis) {
+                                int64_t now_wall_ms, const AcquireBasis& basis, int64_t incarnation) {
+  if (config.algorithm == Algorithm::liveness) {
+    return liveness_acquire_request(config, connection, worker, now_wall_ms, basis, incarnation);
+  }
   dynamo::UpdateItemRequest request = update(config, connection);
   auto& values = request.write.expression_attribute_values;
   values[":me"] = S(worker);
@@ -134,7 +177,10 @@ dynamo::Request release_request(const LeaseConfig& config, std::string_view conn
     request.write.condition_expression = "lease_owner = :me";
     return request;
   }
-  request.update_expression = "SET lease_expires_at_ms = :zero REMOVE lease_owner ADD lease_counter :one";
+  request.update_expression = config.algorithm == Algorithm::liveness
+                                 ? "SET lease_expires_at_ms = :zero REMOVE lease_owner, owner_incarnation "
+                                   "ADD lease_counter :one"
+                                 : "SET lease_expires_at_ms = :zero REMOVE lease_owner ADD lease_counter :one";
   request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch";
   values[":epoch"] = N(epoch);
   values[":one"] = N(1);
@@ -212,7 +258,7 @@ dynamo::Request create_connection_request(const LeaseConfig& config, std::string
                       {"ws_url", S(ws_url)},                     {"lease_epoch", N(0)},
                       {"lease_expires_at_ms", N(0)},             {"lease_counter", N(0)},
                       {"last_seq", N(0)}};
-  if (config.algorithm == Algorithm::core) {
+  if (config.algorithm != Algorithm::seed) {
     request.item["reconcile_shard"] = S(reconcile_shard(connection, config.table.shards));
   }
   request.write.condition_expression = "attribute_not_exists(pk)";
@@ -264,6 +310,137 @@ std::optional<LeaseView> parse_lease(const Item& item) {
       view.last_seq = as_integer(value);
     } else if (n == "stream_epoch") {
       view.stream_epoch = as_integer(value);
+    } else if (n == "owner_incarnation") {
+      view.owner_incarnation = as_integer(value);
+    }
+  }
+  if (!keyed) return std::nullopt;
+  return view;
+}
+
+// ---- liveness items ----------------------------------------------------------------
+
+std::string worker_key(std::string_view worker) {
+  std::string key;
+  key.reserve(7 + worker.size());
+  return key.append("WORKER#").append(worker);
+}
+
+namespace {
+
+dynamo::UpdateItemRequest liveness_update(const LeaseConfig& config, std::string_view worker) {
+  dynamo::UpdateItemRequest request;
+  request.table_name = config.table.name;
+  request.key = Item{{"pk", S(worker_key(worker))}};
+  request.write.return_values_on_condition_check_failure = dynamo::ReturnValuesOnConditionCheckFailure::all_old;
+  return request;
+}
+
+// The condition that `seen`, a live incarnation, has expired as its observer
+// judged: wall mode checks the stamp against the observer's clock at send
+// (less the margin) in DynamoDB too; counter mode requires the counter the
+// observer saw unchanged for a lease plus the margin.
+std::string expired_condition(const LeaseConfig& config, const LivenessView& seen, int64_t now_wall_ms,
+                              dynamo::Item& values) {
+  values[":seen"] = N(seen.incarnation);
+  if (config.expiry_mode == ExpiryMode::wall) {
+    values[":expired_before"] = N(now_wall_ms - config.safety_margin.ms());
+    return "worker_incarnation = :seen AND worker_expires_at_ms < :expired_before";
+  }
+  values[":counter"] = N(seen.counter);
+  return "worker_incarnation = :seen AND worker_counter = :counter";
+}
+
+}  // namespace
+
+dynamo::Request liveness_read_request(const LeaseConfig& config, std::string_view worker) {
+  dynamo::GetItemRequest request;
+  request.table_name = config.table.name;
+  request.key = Item{{"pk", S(worker_key(worker))}};
+  request.consistent_read = true;
+  return request;
+}
+
+dynamo::Request liveness_claim_request(const LeaseConfig& config, std::string_view worker, int64_t now_wall_ms,
+                                       const std::optional<LivenessView>& seen) {
+  dynamo::UpdateItemRequest request = liveness_update(config, worker);
+  auto& values = request.write.expression_attribute_values;
+  values[":inc"] = N(seen ? seen->incarnation + 1 : 1);
+  values[":live"] = S(kLive);
+  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
+  values[":one"] = N(1);
+  request.update_expression =
+      "SET worker_incarnation = :inc, worker_state = :live, worker_expires_at_ms = :exp ADD worker_counter :one";
+  if (!seen) {
+    request.write.condition_expression = "attribute_not_exists(pk)";
+  } else if (!seen->live) {
+    values[":seen"] = N(seen->incarnation);
+    values[":fenced"] = S(kFenced);
+    request.write.condition_expression = "worker_incarnation = :seen AND worker_state = :fenced";
+  } else {
+    request.write.condition_expression = expired_condition(config, *seen, now_wall_ms, values);
+  }
+  return request;
+}
+
+dynamo::Request liveness_renew_request(const LeaseConfig& config, std::string_view worker, int64_t incarnation,
+                                       int64_t now_wall_ms) {
+  dynamo::UpdateItemRequest request = liveness_update(config, worker);
+  auto& values = request.write.expression_attribute_values;
+  values[":inc"] = N(incarnation);
+  values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
+  values[":one"] = N(1);
+  request.update_expression = "SET worker_expires_at_ms = :exp ADD worker_counter :one";
+  // Wall mode: the stamp only moves forward, as a lease renew's does (a
+  // renew held in the network must not pull it back).
+  request.write.condition_expression = config.expiry_mode == ExpiryMode::wall
+                                           ? "worker_incarnation = :inc AND worker_expires_at_ms < :exp"
+                                           : "worker_incarnation = :inc";
+  return request;
+}
+
+dynamo::Request liveness_fence_request(const LeaseConfig& config, const LivenessView& seen, int64_t now_wall_ms) {
+  dynamo::UpdateItemRequest request = liveness_update(config, seen.worker);
+  auto& values = request.write.expression_attribute_values;
+  values[":next"] = N(seen.incarnation + 1);
+  values[":fenced"] = S(kFenced);
+  values[":one"] = N(1);
+  request.update_expression = "SET worker_incarnation = :next, worker_state = :fenced ADD worker_counter :one";
+  request.write.condition_expression = expired_condition(config, seen, now_wall_ms, values);
+  return request;
+}
+
+dynamo::Request liveness_retire_request(const LeaseConfig& config, std::string_view worker, int64_t incarnation) {
+  dynamo::UpdateItemRequest request = liveness_update(config, worker);
+  auto& values = request.write.expression_attribute_values;
+  values[":inc"] = N(incarnation);
+  values[":next"] = N(incarnation + 1);
+  values[":fenced"] = S(kFenced);
+  values[":one"] = N(1);
+  request.update_expression = "SET worker_incarnation = :next, worker_state = :fenced ADD worker_counter :one";
+  request.write.condition_expression = "worker_incarnation = :inc";
+  return request;
+}
+
+std::optional<LivenessView> parse_liveness(const Item& item) {
+  LivenessView view;
+  bool keyed = false;
+  for (const auto& [name, value] : item) {
+    const std::string_view n = name;
+    const bool text = value.is(dynamo::AttributeType::s);
+    const bool number = value.is(dynamo::AttributeType::n);
+    if (n == "pk") {
+      if (!text || !value.text().starts_with("WORKER#")) return std::nullopt;
+      view.worker = value.text().substr(7);
+      keyed = true;
+    } else if (n == "worker_state") {
+      view.live = text && value.text() == kLive;
+    } else if (number && n == "worker_incarnation") {
+      view.incarnation = parse_integer<int64_t>(value.text()).value_or(0);
+    } else if (number && n == "worker_expires_at_ms") {
+      view.expires_at_ms = parse_integer<int64_t>(value.text()).value_or(0);
+    } else if (number && n == "worker_counter") {
+      view.counter = parse_integer<int64_t>(value.text()).value_or(0);
     }
   }
   if (!keyed) return std::nullopt;

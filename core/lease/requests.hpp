@@ -12,6 +12,17 @@
 //   lease_counter        +1 on every acquire, renew and release (counter-mode expiry)
 //   last_seq             last sequence recorded (checkpoint), only increases
 //   stream_epoch         the upstream hub epoch of last_seq (absent: none yet)
+//   owner_incarnation    liveness algorithm: the incarnation of lease_owner's
+//                        liveness item the lease was acquired under
+//
+// Liveness item (liveness algorithm; same table, key `pk` = "WORKER#<id>",
+// not in any index):
+//   worker_incarnation   +1 on every claim and fence; a lease names the one it
+//                        was acquired under
+//   worker_state         "LIVE" (its worker renews it) | "FENCED" (taken over:
+//                        every lease naming an older incarnation is free to take)
+//   worker_expires_at_ms the worker's wall clock + lease duration at its last renew
+//   worker_counter       +1 on every claim, renew and fence (counter-mode expiry)
 
 #include <cstdint>
 #include <optional>
@@ -33,10 +44,22 @@ dynamo::Item key_of(std::string_view connection);  // the lease item's key: {pk:
 struct AcquireBasis {
   // Counter mode: the counter observed unchanged for a whole lease period.
   std::optional<int64_t> observed_counter;
+  // Liveness: the tenure being taken over, whose owner's incarnation is
+  // fenced or superseded (the condition names exactly it).
+  struct Tenure {
+    std::string owner;
+    int64_t incarnation = 0;
+    int64_t epoch = 0;
+  };
+  std::optional<Tenure> dead_tenure;
+  // Liveness: taking back a lease of this worker's own incarnation whose
+  // session stopped at the deadline, at the epoch read.
+  std::optional<int64_t> own_epoch;
 };
 
+// `incarnation`: the acquirer's liveness incarnation (liveness algorithm only).
 dynamo::Request acquire_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
-                                int64_t now_wall_ms, const AcquireBasis& basis);
+                                int64_t now_wall_ms, const AcquireBasis& basis, int64_t incarnation = 0);
 dynamo::Request renew_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
                               int64_t epoch, int64_t now_wall_ms);
 dynamo::Request release_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
@@ -64,7 +87,39 @@ struct LeaseView {
   int64_t last_seq = 0;
   int64_t stream_epoch = 0;  // the hub epoch of last_seq (resume checkpoint)
   std::string ws_url;
+  int64_t owner_incarnation = 0;  // liveness algorithm
 };
 std::optional<LeaseView> parse_lease(const dynamo::Item& item);
+
+// ---- the liveness algorithm's worker items ----
+inline constexpr const char* kLive = "LIVE";
+inline constexpr const char* kFenced = "FENCED";
+std::string worker_key(std::string_view worker);  // "WORKER#<id>"
+
+struct LivenessView {
+  std::string worker;
+  int64_t incarnation = 0;
+  bool live = false;  // worker_state LIVE (otherwise FENCED)
+  int64_t expires_at_ms = 0;
+  int64_t counter = 0;
+};
+std::optional<LivenessView> parse_liveness(const dynamo::Item& item);
+
+dynamo::Request liveness_read_request(const LeaseConfig& config, std::string_view worker);
+// A worker starts a new incarnation of its item (seen's + 1, or 1): where
+// there is none (`seen` empty), over a fenced one, or over a live one whose
+// expiry the claimer observed (wall: its stamp is older than now - margin;
+// counter: its counter is still seen's).
+dynamo::Request liveness_claim_request(const LeaseConfig& config, std::string_view worker, int64_t now_wall_ms,
+                                       const std::optional<LivenessView>& seen);
+// Every heartbeat: conditional on the worker's incarnation (wall mode: and
+// on the stamp moving forward).
+dynamo::Request liveness_renew_request(const LeaseConfig& config, std::string_view worker, int64_t incarnation,
+                                       int64_t now_wall_ms);
+// A taker ends another worker's incarnation whose expiry it observed (the
+// same conditions as a claim over a live item): FENCED, incarnation + 1.
+dynamo::Request liveness_fence_request(const LeaseConfig& config, const LivenessView& seen, int64_t now_wall_ms);
+// A drained worker ends its own incarnation (FENCED, incarnation + 1).
+dynamo::Request liveness_retire_request(const LeaseConfig& config, std::string_view worker, int64_t incarnation);
 
 }  // namespace leaseproof::lease

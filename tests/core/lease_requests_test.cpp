@@ -14,6 +14,12 @@
 namespace leaseproof::lease {
 namespace {
 
+AcquireBasis observed_counter(int64_t counter) {
+  AcquireBasis basis;
+  basis.observed_counter = counter;
+  return basis;
+}
+
 using namespace literals;
 
 constexpr int64_t kNowMs = 1'700'000'000'000LL;
@@ -185,11 +191,11 @@ TEST_F(LeaseRequests, CounterModeAcquireNeedsTheObservedCounterWhateverTheClocks
   ASSERT_TRUE(ok(acquire_request(counter, "c1", "a", kNowMs, {})));
   ASSERT_TRUE(ok(renew_request(counter, "c1", "a", 1, kNowMs + 5'000)));
   EXPECT_EQ(view().counter, 2);
-  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs, AcquireBasis{1})));  // stale observation
+  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs, observed_counter(1))));  // stale observation
   // A clock an hour fast changes nothing: only the counter decides.
-  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs + 3'600'000, AcquireBasis{1})));
+  EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs + 3'600'000, observed_counter(1))));
   EXPECT_FALSE(ok(acquire_request(counter, "c1", "b", kNowMs + 3'600'000, {})));
-  ASSERT_TRUE(ok(acquire_request(counter, "c1", "b", kNowMs, AcquireBasis{2})));
+  ASSERT_TRUE(ok(acquire_request(counter, "c1", "b", kNowMs, observed_counter(2))));
   EXPECT_EQ(view().owner, "b");
   EXPECT_EQ(view().epoch, 2);
 }
