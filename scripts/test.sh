@@ -185,6 +185,19 @@ else
   failed=$((failed + 1))
 fi
 
+# The liveness algorithm (docs/lease-core.md) over its own new swarm seeds, in
+# both expiry modes. Each counts as one check.
+for expiry in wall counter; do
+  echo "== property gate, liveness algorithm ($expiry)"
+  if build/release/cli/leaseproof gate --seeds 200 --budget 45s --first-seed 400000 --algorithm liveness \
+       --expiry "$expiry" --no-record --junit "build/release/gate-liveness-$expiry-junit.xml"; then
+    passed=$((passed + 1))
+  else
+    echo "test.sh: the liveness gate ($expiry) failed (JUnit: build/release/gate-liveness-$expiry-junit.xml)" >&2
+    failed=$((failed + 1))
+  fi
+done
+
 # The same gate at the edge of each mode's stated assumptions (docs/scenarios.md,
 # "Swarms at the edge of the assumptions"): one wall clock 3.9 s fast of the 4 s
 # tolerated, and counter-mode rate errors within 99,000 of the 100,000 ppm tolerated.

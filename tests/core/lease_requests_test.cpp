@@ -288,5 +288,113 @@ TEST(LeaseRequestsSeed, TheArticlesAcquireIgnoresEpochAndMargin) {
   EXPECT_EQ(std::get<dynamo::QueryResponse>(page.value()).items->size(), 1u);
 }
 
+// ---- the liveness algorithm's requests -------------------------------------------------
+
+class LivenessRequests : public LeaseRequests {
+ protected:
+  LivenessRequests() { config_.algorithm = Algorithm::liveness; }
+  LivenessView worker(std::string_view id) {
+    auto item = store_.peek(config_.table.name, dynamo::Item{{"pk", dynamo::AttributeValue::string(worker_key(id))}});
+    EXPECT_TRUE(item) << id;
+    return item ? parse_liveness(*item).value_or(LivenessView{}) : LivenessView{};
+  }
+  AcquireBasis dead(std::string owner, int64_t incarnation, int64_t epoch) {
+    AcquireBasis basis;
+    basis.dead_tenure = AcquireBasis::Tenure{std::move(owner), incarnation, epoch};
+    return basis;
+  }
+};
+
+TEST_F(LivenessRequests, AClaimStartsIncarnationOneOnlyWhereThereIsNoItem) {
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));
+  const LivenessView a = worker("a");
+  EXPECT_EQ(a.worker, "a");
+  EXPECT_EQ(a.incarnation, 1);
+  EXPECT_TRUE(a.live);
+  EXPECT_EQ(a.expires_at_ms, kNowMs + 20'000);
+  EXPECT_FALSE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));  // a second process of "a"
+  EXPECT_EQ(worker("a").incarnation, 1);
+}
+
+// A heartbeat is one write of the worker's item, conditional on its
+// incarnation; in wall mode its stamp only moves forward.
+TEST_F(LivenessRequests, ARenewNamesTheIncarnationAndMovesTheStampForward) {
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));
+  ASSERT_TRUE(ok(liveness_renew_request(config_, "a", 1, kNowMs + 5'000)));
+  EXPECT_EQ(worker("a").expires_at_ms, kNowMs + 25'000);
+  EXPECT_EQ(worker("a").counter, 2);
+  EXPECT_FALSE(ok(liveness_renew_request(config_, "a", 2, kNowMs + 10'000)));  // another incarnation
+  EXPECT_FALSE(ok(liveness_renew_request(config_, "a", 1, kNowMs + 1'000)));  // held past a newer one
+  EXPECT_EQ(worker("a").expires_at_ms, kNowMs + 25'000);
+}
+
+// The fence: only once the item is expired by the taker's clock less the
+// margin (wall), and from then on the old incarnation's renews are refused.
+TEST_F(LivenessRequests, AFenceNeedsTheObservedExpiryAndEndsTheIncarnation) {
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));
+  const LivenessView seen = worker("a");
+  EXPECT_FALSE(ok(liveness_fence_request(config_, seen, kNowMs + 21'000)));  // within the margin
+  ASSERT_TRUE(ok(liveness_fence_request(config_, seen, kNowMs + 22'001)));
+  EXPECT_EQ(worker("a").incarnation, 2);
+  EXPECT_FALSE(worker("a").live);
+  EXPECT_FALSE(ok(liveness_renew_request(config_, "a", 1, kNowMs + 30'000)));  // a late renew of the dead one
+  EXPECT_FALSE(ok(liveness_fence_request(config_, seen, kNowMs + 40'000)));    // fenced once
+  // A restarted "a" claims over the fenced item at once: incarnation 3.
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs + 40'000, worker("a"))));
+  EXPECT_EQ(worker("a").incarnation, 3);
+  EXPECT_TRUE(worker("a").live);
+}
+
+TEST_F(LivenessRequests, CounterModeFencesOnlyAnUnchangedCounterWhateverTheClocks) {
+  config_.expiry_mode = ExpiryMode::counter;
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));
+  const LivenessView seen = worker("a");
+  ASSERT_TRUE(ok(liveness_renew_request(config_, "a", 1, kNowMs - 3'600'000)));  // any clock: a heartbeat
+  EXPECT_FALSE(ok(liveness_fence_request(config_, seen, kNowMs + 3'600'000)));   // the counter moved
+  ASSERT_TRUE(ok(liveness_fence_request(config_, worker("a"), kNowMs)));
+  EXPECT_FALSE(worker("a").live);
+}
+
+// A lease names its owner's incarnation; it is taken only when free, from
+// exactly the dead tenure named, or back by its own incarnation at the epoch read.
+TEST_F(LivenessRequests, ALeaseIsTakenOnlyFromTheExactDeadTenure) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {}, 1)));
+  EXPECT_EQ(view().owner, "a");
+  EXPECT_EQ(view().owner_incarnation, 1);
+  EXPECT_EQ(view().epoch, 1);
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs + 3'600'000, {}, 1)));  // no expiry to wait out
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs, dead("a", 2, 1), 1)));  // another incarnation
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs, dead("a", 1, 0), 1)));  // another epoch
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs, dead("a", 1, 1), 4)));
+  EXPECT_EQ(view().owner, "b");
+  EXPECT_EQ(view().owner_incarnation, 4);
+  EXPECT_EQ(view().epoch, 2);
+  AcquireBasis own;
+  own.own_epoch = 1;
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs, own, 4)));  // not the epoch it holds
+  own.own_epoch = 2;
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "b", kNowMs, own, 5)));  // not its incarnation
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "b", kNowMs, own, 4)));
+  EXPECT_EQ(view().epoch, 3);
+  ASSERT_TRUE(ok(release_request(config_, "c1", "b", 3)));
+  EXPECT_EQ(view().owner, "");
+  EXPECT_EQ(view().owner_incarnation, 0);
+}
+
+TEST_F(LivenessRequests, ADrainedWorkerRetiresItsIncarnation) {
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt)));
+  EXPECT_FALSE(ok(liveness_retire_request(config_, "a", 2)));
+  ASSERT_TRUE(ok(liveness_retire_request(config_, "a", 1)));
+  EXPECT_FALSE(worker("a").live);
+  EXPECT_EQ(worker("a").incarnation, 2);
+}
+
+TEST(LeaseRequestShapes, ParseLivenessRejectsLeaseItems) {
+  EXPECT_FALSE(parse_liveness(dynamo::Item{{"pk", dynamo::AttributeValue::string("CONN#c1")}}));
+  EXPECT_FALSE(parse_lease(dynamo::Item{{"pk", dynamo::AttributeValue::string("WORKER#a")}}));
+  EXPECT_EQ(parse_algorithm("liveness"), Algorithm::liveness);
+  EXPECT_EQ(parse_algorithm("Liveness"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace leaseproof::lease

@@ -53,6 +53,55 @@ TEST_P(LeaseScenarioTest, PassesWithTheCore) {
   EXPECT_EQ(counter_or_zero(result, "dynamo.scans"), 0u);
 }
 
+// The liveness algorithm (one heartbeat item per worker) through the faults
+// that end a worker's incarnation: a crash (fenced by a watcher), a pause
+// past the lease (fenced while paused: its renew is refused when it
+// resumes), a partition, and a deploy (each drained worker retires its item).
+class LivenessScenarioTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
+
+TEST_P(LivenessScenarioTest, PassesWithTheLivenessAlgorithm) {
+  const auto [scenario, expiry] = GetParam();
+  const RunResult result = run(scenario, 11, small({{"expiry", expiry}, {"algorithm", "liveness"}}), kScenarioRun);
+  EXPECT_TRUE(result.passed()) << scenario << " " << expiry << ": " << first_violation(result);
+  EXPECT_GE(counter_or_zero(result, "lease.open"), 40u);
+  EXPECT_GE(counter_or_zero(result, "mark.lease.liveness_joined"), 4u);
+  const std::string_view name = scenario;
+  if (name == "lease-crash") {
+    EXPECT_GT(counter_or_zero(result, "mark.lease.liveness_fenced_peer"), 0u);
+  } else if (name == "lease-pause") {
+    EXPECT_GT(counter_or_zero(result, "mark.lease.liveness_lost"), 0u);
+  } else if (name == "lease-deploy") {
+    EXPECT_GE(counter_or_zero(result, "mark.lease.liveness_retired"), 4u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, LivenessScenarioTest,
+                         ::testing::Combine(::testing::Values("lease-crash", "lease-pause", "lease-partition",
+                                                              "lease-deploy"),
+                                            ::testing::Values("wall", "counter")));
+
+// What the liveness algorithm is for: the fleet's heartbeats cost one write
+// per worker, not per connection, and a crash's takeovers stay within the
+// watcher's bound.
+TEST(LivenessScenario, HeartbeatsCostOneWriteAWorkerNotAConnection) {
+  const RunResult core = run("lease-crash", 1, json{{"algorithm", "core"}}, 10_min);
+  const RunResult liveness = run("lease-crash", 1, json{{"algorithm", "liveness"}}, 10_min);
+  ASSERT_TRUE(core.passed()) << first_violation(core);
+  ASSERT_TRUE(liveness.passed()) << first_violation(liveness);
+  // 10 workers x 1 write per 5 s over 10 minutes (a crashed worker's item
+  // writes nothing while it is down), against 500 connections' renews.
+  const uint64_t heartbeats = 500 * 120;
+  const double core_wcu = static_cast<double>(counter_or_zero(core, "dynamo.wcu"));
+  const double liveness_wcu = static_cast<double>(counter_or_zero(liveness, "dynamo.wcu"));
+  EXPECT_GT(core_wcu / heartbeats, 0.99);
+  // 0.02 of heartbeats, plus creating the 500 connections, acquiring them
+  // and the takeovers (a third of all in 10 minutes; 0.026 in the hour).
+  EXPECT_LT(liveness_wcu / heartbeats, 0.05);
+  EXPECT_LT(liveness_wcu * 20, core_wcu);
+  EXPECT_GT(counter_or_zero(liveness, "mark.lease.liveness_fenced_peer"), 0u);
+  EXPECT_FALSE(liveness.metrics["recovery"]["crash"]["watcher_gaps_ms"].empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, LeaseScenarioTest,
     ::testing::Combine(::testing::Values("lease-steady", "lease-crash", "lease-deploy", "lease-skew", "lease-pause",
