@@ -243,6 +243,7 @@ int enable_registry_ttl(runtime::BlockingDynamoHttpClient& client, const std::st
 // page (a Scan's answer has a Query's shape: Items, Count, LastEvaluatedKey).
 int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::LeaseConfig& config, bool json) {
   std::vector<lease::LeaseView> leases;
+  std::map<std::string, lease::LivenessView, std::less<>> workers;  // liveness items, by worker
   nlohmann::json request{{"TableName", config.table.name}, {"ConsistentRead", true}};
   constexpr size_t pages_max = 10'000;  // 1 MB pages: far beyond any table this is for
   for (size_t page = 0;; ++page) {
@@ -270,10 +271,22 @@ int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::Lease
     }
     const auto& answer = std::get<dynamo::QueryResponse>(decoded.value());
     for (const dynamo::Item& item : answer.items.value_or(std::vector<dynamo::Item>{})) {
-      if (auto view = lease::parse_lease(item)) leases.push_back(std::move(*view));
+      if (auto view = lease::parse_lease(item)) {
+        leases.push_back(std::move(*view));
+      } else if (auto worker = lease::parse_liveness(item)) {
+        workers.emplace(worker->worker, std::move(*worker));
+      }
     }
     if (!answer.last_evaluated_key) break;
     request["ExclusiveStartKey"] = result.response().body["LastEvaluatedKey"];
+  }
+  // The liveness algorithm's leases live by their owner's liveness item: a
+  // lease's expiry is the item's while it is the incarnation the lease names.
+  for (lease::LeaseView& v : leases) {
+    if (v.owner_incarnation == 0) continue;
+    const auto found = workers.find(v.owner);
+    const bool current = found != workers.end() && found->second.live && found->second.incarnation == v.owner_incarnation;
+    v.expires_at_ms = current ? found->second.expires_at_ms : 0;
   }
   std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return LexLess{}(a.connection, b.connection); });
   const int64_t now_ms = runtime::wall_now_ns() / 1'000'000;

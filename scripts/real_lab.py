@@ -331,6 +331,8 @@ def main():
     parser.add_argument("--relay-cut", type=float, default=None, metavar="SECONDS",
                         help="how long w0's relay to DynamoDB stays cut (default: 1.5 leases + the margin)")
     parser.add_argument("--expiry", choices=["wall", "counter"], default="wall")
+    parser.add_argument("--algorithm", choices=["core", "liveness"], default="core",
+                        help="the workers' lease algorithm: a renew per lease (core) or one heartbeat item per worker")
     parser.add_argument("--record-mode", choices=["put", "packed"], default="put",
                         help="how workers record (transact needs TransactWriteItems, which dynalite lacks)")
     parser.add_argument("--record-batch", type=int, default=25, help="messages recorded together (1..99)")
@@ -399,7 +401,7 @@ def main():
         # and any two workers can carry them all.
         capacity = max(1, -(-2 * args.connections // 3))
         worker_flags = ["--endpoint", endpoint, "--lease", args.lease, "--heartbeat", args.heartbeat, "--margin",
-                        args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry, "--capacity",
+                        args.margin, "--reconcile", args.reconcile, "--expiry", args.expiry, "--algorithm", args.algorithm, "--capacity",
                         str(capacity), "--record-mode", args.record_mode, "--record-batch", str(args.record_batch),
                         "--record-linger", args.record_linger] + tls_flags
         if args.notices:
@@ -461,7 +463,9 @@ def main():
         values = dict(line.rsplit(" ", 1) for line in metrics_text.splitlines() if line and not line.startswith("#"))
         active = int(values.get("leaseproof_worker_active_connections", -1))
         logged = sum(1 for o in owners(workers).values() if o[0] == "w1")
-        renews = int(values.get('leaseproof_worker_calls_total{kind="renew"}', 0))
+        # The liveness algorithm's heartbeat is one write of the worker's item.
+        heartbeat_kind = "liveness" if args.algorithm == "liveness" else "renew"
+        renews = int(values.get(f'leaseproof_worker_calls_total{{kind="{heartbeat_kind}"}}', 0))
         problems = []
         if active != logged:
             problems.append(f"/metrics says {active} active connections, the log {logged}")

@@ -276,6 +276,15 @@ if [[ -x scripts/dynalite.sh ]]; then
     echo "test.sh: a check of the real-worker lab failed" >&2
     failed=$((failed + 1))
   fi
+  # The same lab with the liveness algorithm (one heartbeat item per worker),
+  # over plain http, without the fast-clock runs (about 60 s). Counts as one check.
+  echo "== real workers, liveness algorithm: crash, pause, partition, outage, rolling restart, exactly once (scripts/real_lab.py --algorithm liveness --no-skew)"
+  if /usr/bin/python3 scripts/real_lab.py --binary build/release/cli/leaseproof --algorithm liveness --no-skew; then
+    passed=$((passed + 1))
+  else
+    echo "test.sh: a check of the real-worker lab (liveness) failed" >&2
+    failed=$((failed + 1))
+  fi
 fi
 
 # The mutant zoo (docs/mutants.md), one mutant a day of those the simulation
