@@ -122,6 +122,7 @@ runs=(
   "renew|one conditional renew against the simulated store|"
   "swarm-seed-1|run --seed 1|--seed 1"
   "fleet-6m|the reference fleet, 6 simulated minutes (lease-crash)|--seed 1 --scenario lease-crash --duration 6m"
+  'fleet-liveness-6m|the reference fleet with the liveness algorithm, 6 simulated minutes|--seed 1 --scenario lease-crash --duration 6m --params {"algorithm":"liveness"}'
   "stream-steady-1m|stream-steady, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m"
   'stream-packed-1m|stream-steady recording packed, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m --params {"stream":{"record_mode":"packed"}}'
 )
