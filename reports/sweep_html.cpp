@@ -51,7 +51,8 @@ std::string table(const std::vector<std::string>& head, const std::string& body)
   return out + "</tr></thead><tbody>" + body + "</tbody></table>\n";
 }
 
-// Series by variant (core/wall, core/counter, seed), in order of first appearance.
+// Series by variant (core/wall, core/counter, liveness/wall, liveness/counter,
+// seed), in order of first appearance.
 size_t series_index(std::vector<svg::Series>& series, const std::string& name) {
   for (size_t i = 0; i < series.size(); ++i) {
     if (series[i].name == name) return i;

@@ -155,7 +155,8 @@ void describe_lease(const SweepSpec& spec, const SweepCell& cell, CellSummary& s
   summary.lease_s = static_cast<double>(options->lease.lease_duration.ns()) / 1e9;
   summary.variant = options->lease.algorithm == lease::Algorithm::seed
                         ? "seed"
-                        : fmt::format("core/{}", lease::to_string(options->lease.expiry_mode));
+                        : fmt::format("{}/{}", lease::to_string(options->lease.algorithm),
+                                      lease::to_string(options->lease.expiry_mode));
 }
 
 void add_histogram(const nlohmann::json& counts, std::vector<uint64_t>& sum) {
