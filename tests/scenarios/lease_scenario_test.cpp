@@ -417,6 +417,52 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   EXPECT_GT(totals["stream.recorded"], 0u);
 }
 
+// The swarm with the liveness algorithm: every run passes, and the paths
+// that make it safe were taken: fences (applied and refused), a fenced
+// worker learning it and starting over, claims waiting for a predecessor of
+// the same id, drained workers retiring, dead tenures taken, backed-off
+// acquires, stops looked for.
+TEST(LeaseScenario, LivenessSwarmPassesAndCoversItsRarePaths) {
+#ifdef NDEBUG
+  constexpr uint64_t kSeeds = 40;
+  constexpr bool kJudgeCoverage = true;
+#else
+  constexpr uint64_t kSeeds = 3;
+  constexpr bool kJudgeCoverage = false;
+#endif
+  std::map<std::string, uint64_t> totals;
+  for (const char* expiry : {"wall", "counter"}) {
+    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+      const RunResult result = run("lease-swarm", seed, {{"expiry", expiry}, {"algorithm", "liveness"}}, 10_min);
+      EXPECT_TRUE(result.passed()) << "seed " << seed << " " << expiry << ": " << first_violation(result);
+      for (const auto& [name, value] : result.counters) totals[name] += value;
+    }
+  }
+  if (!kJudgeCoverage) return;
+  for (const char* mark :
+       {"mark.lease.liveness_fence", "mark.lease.liveness_fenced_peer", "mark.lease.liveness_fence_refused",
+        "mark.lease.liveness_lost", "mark.lease.liveness_claim_was_ours",
+        "mark.lease.liveness_join_waits_for_predecessor", "mark.lease.liveness_retired",
+        "mark.lease.own_dead_tenure", "mark.lease.acquired_under_lost_incarnation",
+        "mark.lease.acquire_failed_backoff", "mark.lease.held_not_shown_read", "mark.lease.held_read_retried",
+        "mark.lease.deadline_stop", "mark.lease.reclaim_after_deadline", "mark.lease.renew_confirmed_by_read",
+        "mark.lease.confirmed_too_late"}) {
+    EXPECT_GT(totals[mark], 0u) << mark << " was never hit across the liveness swarm";
+  }
+  EXPECT_GT(totals["control.stopped"], 0u);  // stops drawn: the held-lease reads had something to find
+  // A full fleet (5 workers of room 10 for 50 connections): a worker stopped
+  // at its deadline finds no room to take its own lease back, and must let
+  // it go (nobody else may take a lease naming a live incarnation).
+  uint64_t released_unheld = 0;
+  for (uint64_t seed = 1; seed <= kSeeds / 2; ++seed) {
+    const RunResult result =
+        run("lease-swarm", seed, {{"algorithm", "liveness"}, {"workers", 5}, {"capacity", 10}}, 10_min);
+    EXPECT_TRUE(result.passed()) << "full fleet, seed " << seed << ": " << first_violation(result);
+    released_unheld += counter_or_zero(result, "mark.lease.released_unheld");
+  }
+  EXPECT_GT(released_unheld, 0u) << "no worker had to release a lease of its own it had no room for";
+}
+
 TEST(LeaseScenario, BadParametersNameTheField) {
   const Scenario* scenario = find_scenario("lease-steady");
   RunConfig config;
