@@ -36,7 +36,7 @@ case $case_name in
     expect_usage_error "empty grid" "spec axes[1] (fast_worker_offset): no values: the grid would be empty" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['axes'][0]['values'] = ['core', 5]"
-    expect_usage_error "wrong type" "spec axes[0] (algorithm).values[1]: algorithm: expected \"core\" or \"seed\", got 5" \
+    expect_usage_error "wrong type" "spec axes[0] (algorithm).values[1]: algorithm: expected \"core\", \"liveness\" or \"seed\", got 5" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"
     # A grid whose every cell is invalid measures nothing: refused, naming why
     # (it used to exit 0, recommending nothing because "no configuration met
