@@ -300,7 +300,10 @@ void LeaseManager::take_over(const std::string& connection, const LeaseView& lea
 
 void LeaseManager::check_watch(const std::string& connection, Watch& watch, Clock now, Actions& out) {
   watch.check_at = Instant::max();
-  if (!has_room()) {
+  // Liveness: a lease this worker stopped may still name its live
+  // incarnation, which nobody else may take: read it even when full, to take
+  // it back or let it go (on_watch_read).
+  if (!has_room() && !(liveness() && watch.reclaim && own_.incarnation != 0)) {
     arm(connection, watch, false, out);  // full: the sweep's workers with room take it
     return;
   }
