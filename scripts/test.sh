@@ -189,7 +189,7 @@ fi
 # both expiry modes. Each counts as one check.
 for expiry in wall counter; do
   echo "== property gate, liveness algorithm ($expiry)"
-  if build/release/cli/leaseproof gate --seeds 200 --budget 45s --first-seed 400000 --algorithm liveness \
+  if build/release/cli/leaseproof gate --scenario lease-swarm --seeds 200 --budget 45s --first-seed 400000 --algorithm liveness \
        --expiry "$expiry" --no-record --junit "build/release/gate-liveness-$expiry-junit.xml"; then
     passed=$((passed + 1))
   else

@@ -151,7 +151,8 @@ Instant LeaseManager::deadline_of(const Held& held) const {
   if (config_.algorithm == Algorithm::seed) return Instant::max();  // acts until a renew is refused
   if (liveness()) {
     // Every lease of this worker lives by its liveness item.
-    return own_.incarnation == 0 ? Instant::from_ns(std::numeric_limits<int64_t>::min()) : own_.confirmed_sent + config_.lease_duration - config_.safety_margin;
+    if (own_.incarnation == 0) return Instant::from_ns(std::numeric_limits<int64_t>::min());
+    return own_.confirmed_sent + config_.lease_duration - config_.safety_margin;
   }
   return held.confirmed_sent + config_.lease_duration - config_.safety_margin;
 }

@@ -174,8 +174,8 @@ class LeaseManager {
     // item it is (another worker's), and the incarnation it names (an
     // acquire's or renew's own, a claim's new one, a fence's fenced one).
     uint8_t liveness_op = 0;  // LivenessOp
-    bool unheld_release = false;
-    bool reclaim = false;  // an acquire taking back this incarnation's own lease (liveness)  // a release of a lease this worker does not hold (release_unheld)
+    bool unheld_release = false;  // a release of a lease this worker does not hold (release_unheld)
+    bool reclaim = false;         // an acquire taking back this incarnation's own lease
     std::string peer;
     int64_t incarnation = 0;
   };

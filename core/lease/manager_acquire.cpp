@@ -144,8 +144,8 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   acquiring_.erase(pending.connection);
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;
-  const bool this_incarnation =
-      !liveness() || (lease && lease->owner_incarnation == pending.incarnation && own_.incarnation == pending.incarnation);
+  const bool this_incarnation = !liveness() || (lease && lease->owner_incarnation == pending.incarnation &&
+                                                 own_.incarnation == pending.incarnation);
   if (!lease || lease->owner != worker_id_ || !this_incarnation) {
     if (Watch* watch = find_watch(pending.connection); watch != nullptr) watch->token = 0;
     if (lease) observe(*lease, now, out, false);

@@ -418,7 +418,9 @@ void LeaseManager::observe_owned(const LeaseView& lease, Clock now, Actions& out
       if (known.armed || from_sweep) take_dead(lease.connection, lease.owner, known, now, out);
       return;
     }
-    if (known.armed && peer.token == 0 && peer.check_at == Instant::max()) peer_saw(entry->first, peer, *peer.view, now, out, false);
+    if (known.armed && peer.token == 0 && peer.check_at == Instant::max()) {
+      peer_saw(entry->first, peer, *peer.view, now, out, false);
+    }
     return;
   }
   if (peer.token != 0) return;  // a read or fence in flight tells soon
