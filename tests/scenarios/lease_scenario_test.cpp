@@ -370,6 +370,22 @@ TEST(LeaseScenario, SeedAlgorithmBreaksWithA25SecondPause) {
   EXPECT_TRUE(caught) << "no seed in 1..5 showed the paused owner acting beside the new one";
 }
 
+// Runs lease-swarm seeds 1..seeds in both expiry modes with `extra` on top;
+// every run must pass. Returns the runs' counters summed.
+std::map<std::string, uint64_t> swarm_totals(uint64_t seeds, const json& extra = json::object()) {
+  std::map<std::string, uint64_t> totals;
+  for (const char* expiry : {"wall", "counter"}) {
+    json parameters = extra;
+    parameters["expiry"] = expiry;
+    for (uint64_t seed = 1; seed <= seeds; ++seed) {
+      const RunResult result = run("lease-swarm", seed, parameters, 10_min);
+      EXPECT_TRUE(result.passed()) << "seed " << seed << " " << expiry << ": " << first_violation(result);
+      for (const auto& [name, value] : result.counters) totals[name] += value;
+    }
+  }
+  return totals;
+}
+
 // The swarm: random mixes of every fault within the core's assumptions, in
 // both expiry modes; every run passes, and over the swarm every rare path of
 // the core was taken (a swarm that passes because nothing happened fails).
@@ -383,14 +399,7 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   constexpr uint64_t kSeeds = 3;
   constexpr bool kJudgeCoverage = false;
 #endif
-  std::map<std::string, uint64_t> totals;
-  for (const char* expiry : {"wall", "counter"}) {
-    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-      const RunResult result = run("lease-swarm", seed, {{"expiry", expiry}}, 10_min);
-      EXPECT_TRUE(result.passed()) << "seed " << seed << " " << expiry << ": " << first_violation(result);
-      for (const auto& [name, value] : result.counters) totals[name] += value;
-    }
-  }
+  std::map<std::string, uint64_t> totals = swarm_totals(kSeeds);
   if (!kJudgeCoverage) return;
   for (const char* mark : {"mark.lease.ambiguous_acquire", "mark.lease.ambiguous_acquire_was_ours",
                            "mark.lease.renew_timeout_reread", "mark.lease.renew_confirmed_by_read",
@@ -430,14 +439,7 @@ TEST(LeaseScenario, LivenessSwarmPassesAndCoversItsRarePaths) {
   constexpr uint64_t kSeeds = 3;
   constexpr bool kJudgeCoverage = false;
 #endif
-  std::map<std::string, uint64_t> totals;
-  for (const char* expiry : {"wall", "counter"}) {
-    for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
-      const RunResult result = run("lease-swarm", seed, {{"expiry", expiry}, {"algorithm", "liveness"}}, 10_min);
-      EXPECT_TRUE(result.passed()) << "seed " << seed << " " << expiry << ": " << first_violation(result);
-      for (const auto& [name, value] : result.counters) totals[name] += value;
-    }
-  }
+  std::map<std::string, uint64_t> totals = swarm_totals(kSeeds, {{"algorithm", "liveness"}});
   if (!kJudgeCoverage) return;
   for (const char* mark :
        {"mark.lease.liveness_fence", "mark.lease.liveness_fenced_peer", "mark.lease.liveness_fence_refused",
