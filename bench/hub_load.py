@@ -16,9 +16,17 @@ in one `leaseproof subscribe --count N` process) it reports:
   - the hub's resident memory per connection with a full queue: N more
     subscribers that never read, each sent messages until its queue is nearly
     full (the frames are shared by all: what grows is per-connection state).
+Every subscriber's sequence numbers are checked: each single message and
+each burst message is read and recorded exactly once by every subscriber, or
+the step fails.
+
+--threads N runs the hub on N threads (its shards); --hub-cpus and
+--subscriber-cpus pin the hub and the subscribers' process to CPU lists
+(`taskset -c`), e.g. the hub on CPU 0 and the subscribers on CPU 1.
 Stops every process it started, also on failure or Ctrl-C.
 
   bench/hub_load.py --binary build/release/cli/leaseproof [--steps 1000,5000,10000]
+      [--threads 1] [--hub-cpus 0 --subscriber-cpus 1]
 """
 
 import argparse
@@ -41,6 +49,14 @@ def rss(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def cpu_seconds(pid):
+    """(user, system) CPU seconds of a process and all its threads so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
 def http(port, method, path):
@@ -78,6 +94,15 @@ def fanout_quantiles(before, after):
     return out
 
 
+def check_exactly_once(what, summary, n, messages):
+    """Every one of n subscribers read and recorded each of `messages` once:
+    a gap resumes and replays (more reads than records), a loss records fewer."""
+    want = n * messages
+    if summary["received"] != want or summary["recorded"] != want or summary.get("resets"):
+        raise RuntimeError(f"{what}: {n} subscribers x {messages} messages = {want}, but {summary['received']} read, "
+                           f"{summary['recorded']} recorded, resets {summary.get('resets')}")
+
+
 def wait_for(predicate, timeout, step=0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -91,10 +116,11 @@ class Processes:
     def __init__(self, binary, workdir):
         self.binary, self.workdir, self.started = binary, workdir, []
 
-    def start(self, name, args):
+    def start(self, name, args, cpus=None):
         log = open(os.path.join(self.workdir, f"{len(self.started):02d}-{name}.log"), "w")
-        p = subprocess.Popen([self.binary] + args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+        pin = ["taskset", "-c", cpus] if cpus else []
+        p = subprocess.Popen(pin + [self.binary] + args, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
         self.started.append(p)
         return p
 
@@ -114,8 +140,10 @@ class Processes:
 
 def step(procs, n, args):
     port_file = os.path.join(procs.workdir, f"hub-{n}.port")
+    threads = ["--threads", str(args.threads)] if args.threads else []
     hub = procs.start("hub", ["hub", "--port-file", port_file, "--connections-max", "30000", "--epoch", "1",
-                              "--ping-interval", "30s", "--pong-timeout", "30s", "--write-deadline", "60s"])
+                              "--ping-interval", "30s", "--pong-timeout", "30s", "--write-deadline", "60s"] + threads,
+                      args.hub_cpus)
     if not wait_for(lambda: os.path.exists(port_file), 10, 0.02):
         raise RuntimeError("the hub did not start")
     port = int(open(port_file).read())
@@ -123,7 +151,8 @@ def step(procs, n, args):
     base = rss(hub.pid)
     summary_path = os.path.join(procs.workdir, f"sub-{n}.json")
     sub = procs.start("subscribe", ["subscribe", f"ws://127.0.0.1:{port}/", "--channel", "fan", "--count", str(n),
-                                    "--summary", summary_path, "--hub-silence", "120s", "--seed", "1"])
+                                    "--summary", summary_path, "--hub-silence", "120s", "--seed", "1"],
+                      args.subscriber_cpus)
     if not wait_for(lambda: metrics(port)["leaseproof_hub_subscribers"] >= n, 120, 0.25):
         raise RuntimeError(f"only {metrics(port)['leaseproof_hub_subscribers']:.0f} of {n} subscribed")
     time.sleep(1.0)
@@ -138,17 +167,27 @@ def step(procs, n, args):
     hub_fan = fanout_quantiles(before_fan, metrics(port))
     procs.stop(sub)  # its summary holds the single messages' latencies only
     fan = json.load(open(summary_path))
+    check_exactly_once("fan-out", fan, n, args.messages)
     # Burst: deliveries per second, to a fresh set of n subscribers.
+    burst_summary = os.path.join(procs.workdir, f"burst-{n}.json")
     sub = procs.start("subscribe", ["subscribe", f"ws://127.0.0.1:{port}/", "--channel", "burst", "--count", str(n),
-                                    "--hub-silence", "120s", "--seed", "2"])
+                                    "--summary", burst_summary, "--hub-silence", "120s", "--seed", "2",
+                                    "--until-seq", str(args.burst)], args.subscriber_cpus)
     if not wait_for(lambda: metrics(port)["leaseproof_hub_subscribers"] >= n, 120, 0.25):
         raise RuntimeError("the burst subscribers did not subscribe")
     written = metrics(port)["leaseproof_hub_data_frames_written_total"]
     started = time.monotonic()
+    cpu_before = cpu_seconds(hub.pid)
     http(port, "POST", f"/publish?channel=burst&count={args.burst}&size=256")
     wait_for(lambda: metrics(port)["leaseproof_hub_data_frames_written_total"] >= written + n * args.burst, 120, 0.01)
     burst_s = time.monotonic() - started
-    procs.stop(sub)
+    cpu_after = cpu_seconds(hub.pid)
+    frames = n * args.burst
+    burst_user_us, burst_system_us = ((after - before) * 1e6 / frames for before, after in zip(cpu_before, cpu_after))
+    # --until-seq: the process exits once every client recorded the whole burst.
+    if not wait_for(lambda: sub.poll() is not None, 120, 0.05):
+        raise RuntimeError("the burst subscribers did not all record the burst")
+    check_exactly_once("burst", json.load(open(burst_summary)), n, args.burst)
     # Full queues: n subscribers that never read, each queue filled to ~15/16 of its 1 MiB bound.
     full = procs.start("stuck", ["subscribe", f"ws://127.0.0.1:{port}/", "--channel", "full", "--count", str(n),
                                  "--no-read", "--hub-silence", "120s"])
@@ -170,6 +209,7 @@ def step(procs, n, args):
                               "max": fan["latency_ms"]["max"], "samples": fan["latency_ms"]["samples"]},
         "hub_fanout_ms": hub_fan,
         "burst_deliveries_per_s": n * args.burst / burst_s,
+        "burst_cpu_us_per_frame": {"user": burst_user_us, "system": burst_system_us},
         "full_queue_kib_per_connection": (after_full - before_full) / n / 1024,
         "queue_bytes": m["leaseproof_hub_queue_bytes"],
         "closes_1013": m.get('leaseproof_hub_closes_total{code="1013"}', 0),
@@ -182,6 +222,9 @@ def main():
     parser.add_argument("--steps", default="1000,5000,10000", help="subscriber counts, comma-separated (<= 15000)")
     parser.add_argument("--messages", type=int, default=10, help="single messages for the fan-out time")
     parser.add_argument("--burst", type=int, default=20, help="messages in the throughput burst")
+    parser.add_argument("--threads", type=int, default=0, help="the hub's threads (default: the hub's, its cores)")
+    parser.add_argument("--hub-cpus", help="pin the hub to these CPUs (taskset -c LIST)")
+    parser.add_argument("--subscriber-cpus", help="pin the subscribers' process to these CPUs (taskset -c LIST)")
     parser.add_argument("--json", help="also write the results to FILE")
     args = parser.parse_args()
     try:
@@ -208,7 +251,9 @@ def main():
             print(f"  idle: {r['idle_kib_per_connection']:.1f} KiB per connection (hub base {r['rss_base_mib']:.1f} MiB); "
                   f"fan-out of 256 B to all: p50 {r['fanout_latency_ms']['p50']:.1f} ms, max {r['fanout_latency_ms']['max']:.1f} ms "
                   f"(hub side, bucket bounds: p50 <= {r['hub_fanout_ms']['p50']} ms, p99 <= {r['hub_fanout_ms']['p99']} ms); "
-                  f"burst: {r['burst_deliveries_per_s']:,.0f} deliveries/s; full queue: "
+                  f"burst: {r['burst_deliveries_per_s']:,.0f} deliveries/s, the hub's CPU a frame "
+                  f"{r['burst_cpu_us_per_frame']['user']:.1f} us user + {r['burst_cpu_us_per_frame']['system']:.1f} us "
+                  f"system; full queue: "
                   f"{r['full_queue_kib_per_connection']:.1f} KiB more per connection "
                   f"(queued {r['queue_bytes'] / MIB:.0f} MiB, 1013 closes {r['closes_1013']:.0f})", flush=True)
     except KeyboardInterrupt:

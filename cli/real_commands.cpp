@@ -3,10 +3,12 @@
 // SIGTERM (or, for `subscribe`, --duration / --until-seq), then stops cleanly.
 #include "cli/real_commands.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -80,6 +82,9 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
                   "needs --tls-key")
       ->type_name("FILE");
   hub->add_option("--tls-key", args.tls_key, "The PEM private key of --tls-cert")->type_name("FILE");
+  hub->add_option("--threads", args.threads,
+                  "Shards of the hub, one per thread, 1..64 (default: the machine's cores; 1 with --redis)")
+      ->type_name("N");
   return hub;
 }
 
@@ -112,6 +117,16 @@ int hub_command(const HubArgs& args) {
     }
     options.shared.prefix = args.redis_prefix;
   }
+  if (args.threads == 0) {
+    options.threads = options.shared.port != 0 ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
+  } else if (args.threads > 64) {
+    throw UsageError{fmt::format("--threads: {} is not in 1..64", args.threads)};
+  } else if (args.threads > 1 && options.shared.port != 0) {
+    throw UsageError{"--threads: more than 1 with --redis is not supported (one thread follows the shared log); run "
+                     "more hub processes instead"};
+  } else {
+    options.threads = args.threads;
+  }
   if (!args.port_file.empty()) check_output_file("--port-file", args.port_file);
   if (!args.sessions.empty()) check_output_file("--sessions", args.sessions);
   if (args.tls_cert.empty() != args.tls_key.empty()) {
@@ -135,9 +150,11 @@ int hub_command(const HubArgs& args) {
     return kExitFailed;
   }
   write_port_file(args.port_file, server->port());
-  print_line(fmt::format("hub: listening on {}:{}{}, epoch {}, ping {} / pong timeout {}, queue {} B", options.host,
-                         server->port(), options.tls ? " (TLS: wss://, https://)" : "", server->epoch() != 0 ? std::to_string(server->epoch()) : "from the shared store",
-                         options.hub.ping_interval, options.hub.pong_timeout, options.hub.subscriber_queue_bytes_max));
+  print_line(fmt::format("hub: listening on {}:{}{}, epoch {}, ping {} / pong timeout {}, queue {} B, {} thread{}",
+                         options.host, server->port(), options.tls ? " (TLS: wss://, https://)" : "",
+                         server->epoch() != 0 ? std::to_string(server->epoch()) : "from the shared store",
+                         options.hub.ping_interval, options.hub.pong_timeout, options.hub.subscriber_queue_bytes_max,
+                         options.threads, options.threads == 1 ? "" : "s"));
   server->start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {

@@ -30,6 +30,7 @@ struct HubArgs {
   std::string sessions;  // --sessions FILE
   std::string tls_cert;  // --tls-cert FILE: serve wss:// and https:// with it
   std::string tls_key;
+  unsigned threads = 0;  // 0: the machine's cores (1 with --redis)
 };
 
 struct SubscribeArgs {

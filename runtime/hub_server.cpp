@@ -1,16 +1,23 @@
 // The hub process: core/resume's Hub carried out on Beast WebSockets
-// (hub_server.hpp). Single-threaded: every handler runs on the io_context's
-// one thread, so the core and this file's state need no locks.
+// (hub_server.hpp). A shard (Impl) is single-threaded: every handler of its
+// runs on its io_context's one thread, so its core and its state need no
+// locks. What the shards share is the Fleet's, each piece under its own lock.
 #include "runtime/hub_server.hpp"
 
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <deque>
 #include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -45,17 +52,69 @@ std::optional<double> parse_number(std::string_view text) {
   return value;
 }
 
-// Holds one of the server's connection slots while alive.
+using ConnectionCount = std::atomic<std::size_t>;
+
+// Holds one of the server's connection slots while alive (on any shard).
 class Slot {
  public:
-  explicit Slot(std::shared_ptr<std::size_t> count) : count_(std::move(count)) { ++*count_; }
+  explicit Slot(std::shared_ptr<ConnectionCount> count) : count_(std::move(count)) { ++*count_; }
   ~Slot() { --*count_; }
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
 
  private:
-  std::shared_ptr<std::size_t> count_;
+  std::shared_ptr<ConnectionCount> count_;
 };
+
+// "" when a publish may go ahead, else why not.
+std::string check_publish(std::string_view channel, std::string_view payload) {
+  if (std::string e = check_channel_name(channel); !e.empty()) return "channel: " + e;
+  if (payload.size() > kPayloadBytesMax) {
+    return fmt::format("payload: {} bytes, at most {} allowed", payload.size(), kPayloadBytesMax);
+  }
+  try {
+    (void)nlohmann::json(payload).dump();
+  } catch (const nlohmann::json::exception&) {
+    return "payload: not valid UTF-8 (the wire format carries it as a JSON string)";
+  }
+  return {};
+}
+
+// One published message's fan-out over every shard: it ends when the last
+// shard has handed its last subscriber's frame to the kernel.
+struct FanOutAcross {
+  FanOutAcross(Instant at, uint32_t shards) : accepted(at), shards_left(shards) {}
+  const Instant accepted;
+  std::atomic<uint32_t> shards_left;
+  std::atomic<uint32_t> written{0};        // subscribers' frames written, over the shards
+  std::atomic<int64_t> last_written_ns{0};  // the latest of them (Instant::ns)
+};
+
+// One shard's share of /metrics.
+struct ShardStats {
+  HubServerCounters counters;
+  uint64_t epoch = 0;
+  uint64_t subscribers = 0, queued = 0, outbox = 0, ring_bytes = 0, ring_messages = 0;
+};
+
+void add_counters(HubServerCounters& total, const HubServerCounters& c) {
+  total.accepted += c.accepted;
+  total.refused += c.refused;
+  total.subscribes += c.subscribes;
+  total.published = std::max(total.published, c.published);  // every shard publishes every message
+  total.data_frames_written += c.data_frames_written;
+  total.ring_evictions = std::max(total.ring_evictions, c.ring_evictions);  // every shard's ring is the same
+  total.disconnects += c.disconnects;
+  total.protocol_errors += c.protocol_errors;
+  total.subscribe_timeouts += c.subscribe_timeouts;
+  total.tls_handshake_failures += c.tls_handshake_failures;
+  total.pong_credit_clamped += c.pong_credit_clamped;
+  total.outbox_overflows += c.outbox_overflows;
+  total.http_requests += c.http_requests;
+  for (const auto& [code, n] : c.closes_by_code) total.closes_by_code[code] += n;
+  for (const auto& [kind, n] : c.resets_by_kind) total.resets_by_kind[kind] += n;
+  for (const auto& [name, n] : c.marks) total.marks[name] += n;
+}
 
 }  // namespace
 
@@ -88,27 +147,88 @@ uint64_t resident_bytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// What the shards of one hub share (hub_server.hpp, "Threads"): the
+// sequencer of publishes, the connection count, the fan-out histogram, the
+// log and the session records, each under its own lock; and the threads and
+// io_contexts of shards 1..N-1. A shard never waits for another: it posts.
+// Only the caller's thread waits, in the *_wait calls of the public API.
+class HubServer::Fleet {
+ public:
+  Fleet(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log);
+  ~Fleet();  // stops and joins the shards' threads
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  std::size_t size() const { return shards_.size(); }
+  Impl& shard(std::size_t k) const { return *shards_[k]; }
+  const std::shared_ptr<Impl>& shard_ptr(std::size_t k) const { return shards_[k]; }
+  asio::io_context& io(std::size_t k) const { return k == 0 ? io0_ : *ios_[k - 1]; }
+  const std::shared_ptr<ConnectionCount>& open() const { return open_; }
+
+  void start();
+  void shutdown(uint16_t code, std::function<void()> done);
+  // Sequences a publish. One shard: the shard publishes it (at once, or
+  // through the shared store). More: the next seq of its channel, the frame
+  // encoded once, posted to every shard in seq order; `done` gets the seq.
+  bool publish(std::string_view channel, std::string_view payload, std::string* error,
+               std::function<void(int64_t)> done = nullptr);
+  // A fan-out is starting / one shard's share of it has ended.
+  std::shared_ptr<FanOutAcross> begin_fanout(Instant accepted, uint32_t shards);
+  void fanout_shard_done(FanOutAcross& across, uint32_t written, Instant last_written);
+
+  // Thread-safe: one line to the log / one line to the session records.
+  void log(std::string_view line);
+  void record_session(const std::string& line);
+
+  // Runs `f` on every shard's thread and hands the answers, in shard order,
+  // to `done` on `reply_on`'s thread (at once with one shard).
+  template <typename T>
+  void each_shard(asio::io_context& reply_on, std::function<T(Impl&)> f, std::function<void(std::vector<T>)> done);
+  // The same, waiting: only on shard 0's thread (or once it has stopped).
+  template <typename T>
+  std::vector<T> each_shard_wait(std::function<T(Impl&)> f) const;
+  std::string metrics_text(const std::vector<ShardStats>& shards) const;
+
+ private:
+  void stop_threads();
+
+  asio::io_context& io0_;
+  std::function<void(std::string_view)> log_;
+  std::mutex log_mutex_;
+  std::ofstream sessions_log_;  // options.sessions_path, when set
+  std::mutex sessions_mutex_;
+  std::shared_ptr<ConnectionCount> open_ = std::make_shared<ConnectionCount>(0);
+  uint64_t epoch_ = 0;  // with more than one shard (no shared store)
+  std::mutex publish_mutex_;
+  std::unordered_map<std::string, int64_t> tops_;  // the last seq of each channel
+  mutable std::mutex fanout_mutex_;
+  DurationHistogram fanout_seconds_;
+  std::atomic<uint64_t> fanouts_in_progress_{0};
+  std::vector<std::unique_ptr<asio::io_context>> ios_;  // shards 1..N-1
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  bool threads_stopped_ = false;
+  std::vector<std::shared_ptr<Impl>> shards_;
+};
+
 class HubServer::Impl : public std::enable_shared_from_this<Impl> {
  public:
-  Impl(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
-      : io_(io),
+  Impl(Fleet& fleet, std::size_t index, asio::io_context& io, HubServerOptions options)
+      : fleet_(fleet),
+        index_(index),
+        io_(io),
         options_(std::move(options)),
-        log_(std::move(log)),
+        log_([&fleet](std::string_view line) { fleet.log(line); }),
         acceptor_(io),
         core_timer_(io),
-        shutdown_timer_(io) {
-    const std::string error = options_.hub.validate();
-    if (!error.empty()) throw std::invalid_argument(error);
-    if (!options_.sessions_path.empty()) {
-      sessions_log_.open(options_.sessions_path, std::ios::app);
-      if (!sessions_log_) throw std::invalid_argument(fmt::format("--sessions: cannot open '{}' for appending",
-                                                                  options_.sessions_path));
-    }
+        shutdown_timer_(io),
+        next_id_(index + 1) {
     if (options_.shared.port == 0) {
       hub_.emplace(options_.hub, proposed_epoch());
     } else {
       shared_ = std::make_unique<RedisRingStore>(io, options_.shared, [this](const std::string& why) { fatal(why); });
     }
+    if (index_ != 0) return;  // shard 0 listens
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(options_.host, ec);
     if (ec) throw std::system_error(ec, fmt::format("listen address '{}'", options_.host));
@@ -123,8 +243,18 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
   uint64_t epoch() const { return hub_ ? hub_->epoch() : 0; }
   const HubServerCounters& counters() const { return counters_; }
-  std::size_t connections() const { return *open_; }
   bool failed() const { return failed_; }
+  asio::io_context& io() const { return io_; }
+  ShardStats stats() const;
+  // The server is going away while the caller's io_context may still run:
+  // the handlers that would reach the fleet end with operation_aborted.
+  void detach() {
+    boost::system::error_code ignored;
+    acceptor_.close(ignored);
+    core_timer_.cancel();
+    shutdown_timer_.cancel();
+    for (auto& g : generators_) g->timer.cancel();
+  }
 
   // Without a shared store: serves at once. With one: reads its snapshot,
   // rebuilds the rings from it, then serves and follows the log.
@@ -135,7 +265,9 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
+  // Shard 0 accepts and generates; the others serve what it hands them.
   void serve() {
+    if (index_ != 0) return;
     accept();
     for (const HubGenerator& g : options_.generators) {
       auto state = std::make_shared<Generator>(Generator{g, asio::steady_timer{io_}, monotonic_now(), 0});
@@ -153,7 +285,8 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     resume::HubActions actions;
     const char* reason = code == resume::close_code::service_restart ? "service restart" : "going away";
     hub_->close_all(code, reason, monotonic_now(), actions);
-    log_(fmt::format("hub: shutting down: closing {} connections with {}", sessions_.size(), code));
+    log_(fmt::format("hub: shutting down{}: closing {} connections with {}",
+                     fleet_.size() > 1 ? fmt::format(" shard {}", index_) : "", sessions_.size(), code));
     apply(actions);
     close_unsubscribed(code, reason);
     rearm();
@@ -161,20 +294,21 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
     wait_closed(std::move(done), give_up);
   }
 
-  // Checks a publish; "" when it may go ahead, else why not.
-  std::string check_publish(std::string_view channel, std::string_view payload) const;
   // Publishes (through the shared log when there is one; `done` gets the
   // sequence number). False with `error` set when check_publish refuses.
+  // The only shard's path; with more, Fleet::publish sequences.
   bool publish(std::string_view channel, std::string_view payload, std::string* error,
                std::function<void(int64_t)> done = nullptr);
-  std::string metrics_text() const;
+  // A sequenced message into this shard's core, store and outboxes.
+  void deliver(const std::string& channel, int64_t seq, uint32_t bytes, Frame frame,
+               std::shared_ptr<FanOutAcross> across);
   // Closes every subscriber with `code`; the hub keeps running. Returns how many.
   std::size_t close_all(uint16_t code) {
     const std::size_t count = hub_->subscriber_count();
     resume::HubActions actions;
     hub_->close_all(code, code == resume::close_code::service_restart ? "service restart" : "going away",
                    monotonic_now(), actions);
-    log_(fmt::format("hub: closing {} subscribers with {}", count, code));
+    if (count > 0 || fleet_.size() == 1) log_(fmt::format("hub: closing {} subscribers with {}", count, code));
     quiet_closes_ = true;
     apply(actions);
     quiet_closes_ = false;
@@ -210,7 +344,7 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   }
   void opened(SharedRingSnapshot snapshot);
   void on_log_entry(LogEntry entry);
-  // Publishes into this hub's core now; returns the message's seq.
+  // Publishes into this hub's core now (the only shard); returns the seq.
   int64_t publish_local(std::string_view channel, std::string_view payload);
   void accept();
   void on_accepted(tcp::socket socket);
@@ -241,10 +375,13 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   // (`written`) or will never be (its subscriber closed or went away).
   void fanout_done(const std::string* frame, Instant now, bool written);
 
+  Fleet& fleet_;  // outlives its shards' handlers (it joins their threads)
+  const std::size_t index_;
   asio::io_context& io_;
   HubServerOptions options_;
   std::function<void(std::string_view)> log_;
-  tcp::acceptor acceptor_;
+  tcp::acceptor acceptor_;   // shard 0's
+  std::size_t next_shard_ = 0;  // shard 0: the shard the next connection goes to
   std::optional<resume::Hub> hub_;  // from the shared store's snapshot when there is one
   std::unique_ptr<RedisRingStore> shared_;
   bool failed_ = false;
@@ -254,17 +391,17 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   bool shutting_down_ = false;
   bool quiet_closes_ = false;  // a mass close logs one line, not one per subscriber
   std::unordered_map<resume::SubscriberId, std::shared_ptr<Session>> sessions_;
-  resume::SubscriberId next_id_ = 1;
+  // Ids unique in the process: shard k of N numbers k+1, k+1+N, ...
+  resume::SubscriberId next_id_;
   std::unordered_map<std::string, StoredChannel> store_;
   std::vector<std::shared_ptr<Generator>> generators_;
-  std::shared_ptr<std::size_t> open_ = std::make_shared<std::size_t>(0);
   HubServerCounters counters_;
-  // Fan-out timing: per published message whose frames are still being
-  // written (keyed by its encoded frame), when it was accepted and how many
-  // subscribers' writes are pending; publishing_ while a publish's actions
-  // are applied. Entries end with their last write or subscriber.
+  // Fan-out timing: per published message whose frames this shard is still
+  // writing (keyed by its encoded frame), how many subscribers' writes are
+  // pending; publishing_ while a publish's actions are applied. Entries end
+  // with their last write or subscriber, and report to the fleet.
   struct FanOut {
-    Instant accepted;
+    std::shared_ptr<FanOutAcross> across;
     uint32_t pending = 0;
     uint32_t written = 0;
     Instant last_written;
@@ -272,8 +409,6 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   std::unordered_map<const std::string*, FanOut> fanouts_;
   const std::string* publishing_ = nullptr;
   uint32_t publishing_pending_ = 0;
-  DurationHistogram fanout_seconds_;
-  std::ofstream sessions_log_;  // options_.sessions_path, when set
 };
 
 // One subscriber's WebSocket: a read loop, and a writer draining its outbox
@@ -656,7 +791,13 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     const std::string_view target{request.target().data(), request.target().size()};
     const std::string_view path = target.substr(0, target.find('?'));
     if (path == "/metrics" && request.method() == http::verb::get) {
-      return reply(http::status::ok, server->metrics_text(), keep_alive, "text/plain; version=0.0.4");
+      Fleet& fleet = server->fleet_;
+      fleet.each_shard<ShardStats>(
+          server->io_, [](Impl& shard) { return shard.stats(); },
+          [self = shared_from_this(), &fleet, keep_alive](std::vector<ShardStats> shards) {
+            self->reply(http::status::ok, fleet.metrics_text(shards), keep_alive, "text/plain; version=0.0.4");
+          });
+      return;
     }
     if (path == "/healthz" && request.method() == http::verb::get) {
       return reply(http::status::ok, "ok\n", keep_alive, "text/plain");
@@ -667,8 +808,14 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
       if (!code || (*code != 1001 && *code != 1012)) {
         return reply(http::status::bad_request, R"({"error":"code: expected 1001 or 1012"})", keep_alive);
       }
-      const std::size_t closed = server->close_all(static_cast<uint16_t>(*code));
-      return reply(http::status::ok, fmt::format(R"({{"closed":{}}})", closed), keep_alive);
+      server->fleet_.each_shard<std::size_t>(
+          server->io_, [code = static_cast<uint16_t>(*code)](Impl& shard) { return shard.close_all(code); },
+          [self = shared_from_this(), keep_alive](std::vector<std::size_t> closed) {
+            std::size_t total = 0;
+            for (const std::size_t n : closed) total += n;
+            self->reply(http::status::ok, fmt::format(R"({{"closed":{}}})", total), keep_alive);
+          });
+      return;
     }
     if (path == "/publish") {
       if (request.method() != http::verb::post) {
@@ -710,6 +857,7 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     if (count.has_value() != size.has_value()) return bad("count and size go together (synthetic messages)");
     if (count && !body.empty()) return bad("a synthetic publish (count, size) takes no body");
     if (server.shutting_down_) return reply(http::status::service_unavailable, R"({"error":"shutting down"})", false);
+    if (!server.hub_) return reply(http::status::service_unavailable, R"({"error":"not serving yet"})", false);
     // Reply once the last message has its number (at once without a shared
     // store; after the store's answers with one, which come in order).
     struct Progress {
@@ -732,7 +880,7 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     const uint64_t n = progress->left;
     for (uint64_t i = 0; i < n; ++i) {
       const std::string payload = count ? synthetic_payload(static_cast<uint32_t>(*size), wall_now_ns()) : body;
-      if (!server.publish(*channel, payload, &error, on_seq)) return bad(error);  // the first one: nothing went out
+      if (!server.fleet_.publish(*channel, payload, &error, on_seq)) return bad(error);  // the first one: nothing went out
     }
   }
 
@@ -772,23 +920,34 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
   std::unique_ptr<Slot> slot_;
 };
 
+// Shard 0's: each connection goes to the shards in turn, its socket made on
+// that shard's io_context and handed over through its queue.
 void HubServer::Impl::accept() {
-  acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  const std::size_t k = next_shard_++ % fleet_.size();
+  acceptor_.async_accept(fleet_.io(k), [self = shared_from_this(), k](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-    if (!ec) self->on_accepted(std::move(socket));
+    if (!ec) {
+      if (k == 0) {
+        self->on_accepted(std::move(socket));
+      } else {
+        asio::post(self->fleet_.io(k), [shard = self->fleet_.shard_ptr(k), socket = std::move(socket)]() mutable {
+          shard->on_accepted(std::move(socket));
+        });
+      }
+    }
     self->accept();
   });
 }
 
 void HubServer::Impl::on_accepted(tcp::socket socket) {
   ++counters_.accepted;
-  if (*open_ >= options_.connections_max || shutting_down_) {
+  if (*fleet_.open() >= options_.connections_max || shutting_down_) {
     ++counters_.refused;
     return;  // the socket closes as it goes out of scope
   }
   beast::error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);
-  auto connection = std::make_shared<HttpConnection>(weak_from_this(), std::move(socket), std::make_unique<Slot>(open_),
+  auto connection = std::make_shared<HttpConnection>(weak_from_this(), std::move(socket), std::make_unique<Slot>(fleet_.open()),
                                                      options_.tls.get());
   connection->start(options_.subscribe_timeout);
 }
@@ -802,7 +961,7 @@ void HubServer::Impl::generate(const std::shared_ptr<Generator>& g) {
   // without blocking its subscribers for long.
   const uint64_t burst = std::min<uint64_t>(due - std::min(due, g->sent), std::max<uint64_t>(1, static_cast<uint64_t>(g->config.rate)));
   for (uint64_t i = 0; i < burst; ++i) {
-    publish(g->config.channel, synthetic_payload(g->config.bytes, wall_now_ns()), nullptr);
+    fleet_.publish(g->config.channel, synthetic_payload(g->config.bytes, wall_now_ns()), nullptr);
     ++g->sent;
   }
   const auto interval = std::chrono::nanoseconds(std::max<int64_t>(1'000'000, static_cast<int64_t>(1e9 / g->config.rate)));
@@ -825,19 +984,6 @@ void HubServer::Impl::wait_closed(std::function<void()> done, Instant give_up) {
   });
 }
 
-std::string HubServer::Impl::check_publish(std::string_view channel, std::string_view payload) const {
-  if (std::string e = check_channel_name(channel); !e.empty()) return "channel: " + e;
-  if (payload.size() > kPayloadBytesMax) {
-    return fmt::format("payload: {} bytes, at most {} allowed", payload.size(), kPayloadBytesMax);
-  }
-  try {
-    (void)nlohmann::json(payload).dump();
-  } catch (const nlohmann::json::exception&) {
-    return "payload: not valid UTF-8 (the wire format carries it as a JSON string)";
-  }
-  return {};
-}
-
 bool HubServer::Impl::publish(std::string_view channel, std::string_view payload, std::string* error,
                               std::function<void(int64_t)> done) {
   if (std::string why = check_publish(channel, payload); !why.empty()) {
@@ -857,21 +1003,29 @@ bool HubServer::Impl::publish(std::string_view channel, std::string_view payload
 }
 
 int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_view payload) {
+  const Instant accepted = monotonic_now();
   const resume::Message next{hub_->epoch(), hub_->top(channel) + 1, static_cast<uint32_t>(payload.size())};
-  StoredChannel& stored = store_[std::string{channel}];
-  if (stored.frames.empty()) stored.first_seq = next.seq;
-  stored.frames.push_back(std::make_shared<const std::string>(encode_data(channel, next, payload)));
+  deliver(std::string{channel}, next.seq, next.bytes,
+          std::make_shared<const std::string>(encode_data(channel, next, payload)), fleet_.begin_fanout(accepted, 1));
+  return next.seq;
+}
+
+void HubServer::Impl::deliver(const std::string& channel, int64_t seq, uint32_t bytes, Frame frame,
+                              std::shared_ptr<FanOutAcross> across) {
+  StoredChannel& stored = store_[channel];
+  if (stored.frames.empty()) stored.first_seq = seq;
+  stored.frames.push_back(std::move(frame));
   resume::HubActions actions;
-  const resume::Message published = hub_->publish(channel, next.bytes, monotonic_now(), actions);
-  LP_ASSERT_EQ(published.seq, next.seq);
+  const resume::Message published = hub_->publish(channel, bytes, monotonic_now(), actions);
+  // Every shard's core sees the same publishes in the same order.
+  LP_ASSERT_EQ(published.seq, seq);
   ++counters_.published;
   // The frames this publish queues are timed until the last is written.
   publishing_ = stored.frames.back().get();
   publishing_pending_ = 0;
-  const Instant accepted = monotonic_now();
   const auto& rings = hub_->rings().channels;
   const auto ring = rings.find(channel);
-  const int64_t oldest = ring == rings.end() || ring->second.messages.empty() ? next.seq + 1
+  const int64_t oldest = ring == rings.end() || ring->second.messages.empty() ? seq + 1
                                                                               : ring->second.messages.front().seq;
   while (!stored.frames.empty() && stored.first_seq < oldest) {
     stored.frames.pop_front();
@@ -879,10 +1033,13 @@ int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_vie
     ++counters_.ring_evictions;
   }
   apply(actions);
-  if (publishing_pending_ > 0) fanouts_.insert_or_assign(publishing_, FanOut{accepted, publishing_pending_, 0, accepted});
+  if (publishing_pending_ > 0) {
+    fanouts_.insert_or_assign(publishing_, FanOut{std::move(across), publishing_pending_, 0, Instant{}});
+  } else {
+    fleet_.fanout_shard_done(*across, 0, Instant{});
+  }
   publishing_ = nullptr;
   rearm();
-  return next.seq;
 }
 
 void HubServer::Impl::fanout_done(const std::string* frame, Instant now, bool written) {
@@ -894,9 +1051,9 @@ void HubServer::Impl::fanout_done(const std::string* frame, Instant now, bool wr
     fanout.last_written = now;
   }
   if (--fanout.pending > 0) return;
-  // Every subscriber's frame is written (or its subscriber went away): the
-  // last write handed to the kernel ends the fan-out.
-  if (fanout.written > 0) fanout_seconds_.observe(static_cast<double>((fanout.last_written - fanout.accepted).ns()) / 1e9);
+  // Every subscriber's frame on this shard is written (or its subscriber
+  // went away): this shard's share of the fan-out has ended.
+  fleet_.fanout_shard_done(*fanout.across, fanout.written, fanout.last_written);
   fanouts_.erase(it);
 }
 
@@ -1078,82 +1235,291 @@ void HubServer::Impl::on_session_gone(Session& session, bool by_peer) {
     rearm();
   }
   if (by_peer) ++counters_.disconnects;
-  if (sessions_log_.is_open()) {
-    sessions_log_ << session.record(monotonic_now()) << '\n';
-    sessions_log_.flush();
-  }
+  if (!options_.sessions_path.empty()) fleet_.record_session(session.record(monotonic_now()));
   sessions_.erase(session.id());  // `session` may be destroyed once its handler returns
 }
 
-std::string HubServer::Impl::metrics_text() const {
-  uint64_t queued = 0, outbox = 0;
+ShardStats HubServer::Impl::stats() const {
+  ShardStats s;
+  s.counters = counters_;
+  s.epoch = epoch();
+  if (!hub_) return s;
+  s.subscribers = hub_->subscriber_count();
   for (const auto& [id, session] : sessions_) {
-    queued += hub_->queued_bytes(id);
-    outbox += session->outbox_bytes();
+    s.queued += hub_->queued_bytes(id);
+    s.outbox += session->outbox_bytes();
   }
-  uint64_t ring_bytes = 0, ring_messages = 0;
   for (const auto& [name, ring] : hub_->rings().channels) {
-    ring_bytes += ring.bytes;
-    ring_messages += ring.messages.size();
+    s.ring_bytes += ring.bytes;
+    s.ring_messages += ring.messages.size();
   }
+  return s;
+}
+
+std::string HubServer::Fleet::metrics_text(const std::vector<ShardStats>& shards) const {
+  HubServerCounters counters;
+  ShardStats t;
+  for (const ShardStats& s : shards) {
+    add_counters(counters, s.counters);
+    t.subscribers += s.subscribers;
+    t.queued += s.queued;
+    t.outbox += s.outbox;
+    // Every shard holds the same rings: counted once.
+    t.ring_bytes = std::max(t.ring_bytes, s.ring_bytes);
+    t.ring_messages = std::max(t.ring_messages, s.ring_messages);
+  }
+  const uint64_t queued = t.queued, outbox = t.outbox, ring_bytes = t.ring_bytes, ring_messages = t.ring_messages;
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
     append_metric(out, name, type, help, value);
   };
-  metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", hub_->epoch());
-  metric("leaseproof_hub_connections", "gauge", "Open TCP connections (WebSocket and HTTP).", *open_);
-  metric("leaseproof_hub_subscribers", "gauge", "Subscribers the core holds.", hub_->subscriber_count());
+  metric("leaseproof_hub_epoch", "gauge", "The hub's epoch.", shards.at(0).epoch);
+  metric("leaseproof_hub_connections", "gauge", "Open TCP connections (WebSocket and HTTP).", open_->load());
+  metric("leaseproof_hub_subscribers", "gauge", "Subscribers the core holds.", t.subscribers);
   metric("leaseproof_hub_queue_bytes", "gauge", "Bytes sent to subscribers and not yet consumed (the core's queues).",
          queued);
   metric("leaseproof_hub_outbox_bytes", "gauge", "Encoded frames waiting for their socket.", outbox);
   metric("leaseproof_hub_ring_bytes", "gauge", "Payload bytes held in the rings.", ring_bytes);
   metric("leaseproof_hub_ring_messages", "gauge", "Messages held in the rings.", ring_messages);
-  metric("leaseproof_hub_ring_evictions_total", "counter", "Messages evicted from the rings.", counters_.ring_evictions);
-  metric("leaseproof_hub_published_total", "counter", "Messages published.", counters_.published);
+  metric("leaseproof_hub_ring_evictions_total", "counter", "Messages evicted from the rings.", counters.ring_evictions);
+  metric("leaseproof_hub_published_total", "counter", "Messages published.", counters.published);
   metric("leaseproof_hub_data_frames_written_total", "counter", "Data frames written to sockets.",
-         counters_.data_frames_written);
-  metric("leaseproof_hub_subscribes_total", "counter", "Subscribe requests.", counters_.subscribes);
-  metric("leaseproof_hub_accepted_total", "counter", "TCP connections accepted.", counters_.accepted);
-  metric("leaseproof_hub_refused_total", "counter", "TCP connections refused (over the limit).", counters_.refused);
+         counters.data_frames_written);
+  metric("leaseproof_hub_subscribes_total", "counter", "Subscribe requests.", counters.subscribes);
+  metric("leaseproof_hub_accepted_total", "counter", "TCP connections accepted.", counters.accepted);
+  metric("leaseproof_hub_refused_total", "counter", "TCP connections refused (over the limit).", counters.refused);
   metric("leaseproof_hub_disconnects_total", "counter", "Connections the peer closed or that broke.",
-         counters_.disconnects);
+         counters.disconnects);
   metric("leaseproof_hub_protocol_errors_total", "counter",
-         "Frames that were not the protocol (closed with 1002, 1003, 1007 or 1009).", counters_.protocol_errors);
+         "Frames that were not the protocol (closed with 1002, 1003, 1007 or 1009).", counters.protocol_errors);
   metric("leaseproof_hub_subscribe_timeouts_total", "counter", "Connections closed (1008) for not subscribing in time.",
-         counters_.subscribe_timeouts);
+         counters.subscribe_timeouts);
   metric("leaseproof_hub_tls_handshake_failures_total", "counter",
-         "Connections dropped because their TLS handshake failed (with --tls-cert).", counters_.tls_handshake_failures);
+         "Connections dropped because their TLS handshake failed (with --tls-cert).", counters.tls_handshake_failures);
   metric("leaseproof_hub_pong_credit_clamped_total", "counter",
-         "Pongs claiming more consumed bytes than were written to the socket (clamped).", counters_.pong_credit_clamped);
+         "Pongs claiming more consumed bytes than were written to the socket (clamped).", counters.pong_credit_clamped);
   metric("leaseproof_hub_outbox_overflows_total", "counter", "Outboxes past their hard bound (closed with 1013).",
-         counters_.outbox_overflows);
+         counters.outbox_overflows);
   append_labelled_counter(out, "leaseproof_hub_closes_total", "Connections the hub closed, by close code.", "code",
-                          counters_.closes_by_code);
+                          counters.closes_by_code);
   append_labelled_counter(out, "leaseproof_hub_resets_total", "Typed resets sent, by kind.", "kind",
-                          counters_.resets_by_kind);
+                          counters.resets_by_kind);
+  metric("leaseproof_hub_threads", "gauge", "Shards of the hub, each on its own thread.", shards.size());
+  out += "# HELP leaseproof_hub_shard_subscribers Subscribers each shard (thread) holds.\n"
+         "# TYPE leaseproof_hub_shard_subscribers gauge\n";
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    out += fmt::format("leaseproof_hub_shard_subscribers{{shard=\"{}\"}} {}\n", k, shards[k].subscribers);
+  }
+  std::lock_guard lock(fanout_mutex_);
   fanout_seconds_.append(out, "leaseproof_hub_fanout_seconds",
                          "From a publish accepted to its Data frame handed to the kernel for the last of the subscribers "
-                         "it was sent to (a subscriber that went away first is not waited for).");
+                         "it was sent to, over every thread (a subscriber that went away first is not waited for).");
   metric("leaseproof_hub_fanouts_in_progress", "gauge", "Published messages whose frames are still being written.",
-         fanouts_.size());
+         fanouts_in_progress_.load());
   metric("process_resident_memory_bytes", "gauge", "Resident memory of the hub process.", resident_bytes());
   return out;
 }
 
-HubServer::HubServer(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
-    : impl_(std::make_shared<Impl>(io, std::move(options), std::move(log))) {}
-HubServer::~HubServer() = default;
-uint16_t HubServer::port() const { return impl_->port(); }
-uint64_t HubServer::epoch() const { return impl_->epoch(); }
-void HubServer::start() { impl_->start(); }
-void HubServer::shutdown(uint16_t code, std::function<void()> done) { impl_->shutdown(code, std::move(done)); }
-bool HubServer::publish(std::string_view channel, std::string_view payload, std::string* error) {
-  return impl_->publish(channel, payload, error);
+HubServer::Fleet::Fleet(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
+    : io0_(io), log_(std::move(log)) {
+  if (std::string error = options.hub.validate(); !error.empty()) throw std::invalid_argument(error);
+  if (options.threads < 1 || options.threads > 64) {
+    throw std::invalid_argument(fmt::format("threads: {} is not in 1..64", options.threads));
+  }
+  if (options.threads > 1 && options.shared.port != 0) {
+    throw std::invalid_argument(
+        "threads: more than 1 with a shared store (--redis) is not supported: the store's log is followed by one "
+        "thread; run one thread per hub process and more processes");
+  }
+  if (!options.sessions_path.empty()) {
+    sessions_log_.open(options.sessions_path, std::ios::app);
+    if (!sessions_log_) {
+      throw std::invalid_argument(fmt::format("--sessions: cannot open '{}' for appending", options.sessions_path));
+    }
+  }
+  // One epoch for every shard's core.
+  if (options.epoch == 0) options.epoch = static_cast<uint64_t>(wall_now_ns() / 1'000'000);
+  epoch_ = options.epoch;
+  for (unsigned k = 1; k < options.threads; ++k) {
+    ios_.push_back(std::make_unique<asio::io_context>(1));
+    work_.push_back(asio::make_work_guard(*ios_.back()));
+  }
+  for (unsigned k = 0; k < options.threads; ++k) shards_.push_back(std::make_shared<Impl>(*this, k, this->io(k), options));
 }
-bool HubServer::failed() const { return impl_->failed(); }
-std::string HubServer::metrics_text() const { return impl_->metrics_text(); }
-std::size_t HubServer::close_all(uint16_t code) { return impl_->close_all(code); }
-const HubServerCounters& HubServer::counters() const { return impl_->counters(); }
-std::size_t HubServer::connections() const { return impl_->connections(); }
+
+HubServer::Fleet::~Fleet() {
+  stop_threads();
+  shard(0).detach();
+  // Shards 1..N-1 end with their io_contexts, which destroy the handlers
+  // holding their sessions; shard 0's handlers are the caller's io_context's.
+  shards_.clear();
+  work_.clear();
+  ios_.clear();
+}
+
+void HubServer::Fleet::stop_threads() {
+  if (threads_stopped_) return;
+  threads_stopped_ = true;
+  for (auto& io : ios_) io->stop();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+void HubServer::Fleet::start() {
+  for (std::size_t k = 1; k < size() && threads_.size() < ios_.size(); ++k) {
+    threads_.emplace_back([io = ios_[k - 1].get()] { io->run(); });
+  }
+  for (const auto& shard : shards_) shard->start();
+}
+
+void HubServer::Fleet::shutdown(uint16_t code, std::function<void()> done) {
+  if (size() == 1) return shard(0).shutdown(code, std::move(done));
+  // Each shard closes its own; the last to finish, back on shard 0's thread,
+  // stops the threads and calls `done`.
+  auto left = std::make_shared<std::size_t>(size());
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  for (std::size_t k = 0; k < size(); ++k) {
+    asio::post(io(k), [this, k, code, left, finish] {
+      shard(k).shutdown(code, [this, left, finish] {
+        asio::post(io0_, [this, left, finish] {
+          if (--*left > 0) return;
+          stop_threads();
+          (*finish)();
+        });
+      });
+    });
+  }
+}
+
+bool HubServer::Fleet::publish(std::string_view channel, std::string_view payload, std::string* error,
+                               std::function<void(int64_t)> done) {
+  if (size() == 1) return shard(0).publish(channel, payload, error, std::move(done));
+  if (std::string why = check_publish(channel, payload); !why.empty()) {
+    if (error) *error = std::move(why);
+    return false;
+  }
+  int64_t seq = 0;
+  {
+    std::lock_guard lock(publish_mutex_);
+    auto& top = tops_[std::string{channel}];
+    seq = ++top;
+    const resume::Message message{epoch_, seq, static_cast<uint32_t>(payload.size())};
+    auto frame = std::make_shared<const std::string>(encode_data(channel, message, payload));
+    auto across = begin_fanout(monotonic_now(), static_cast<uint32_t>(size()));
+    // Posted under the lock: every shard's queue gets the channel's messages in seq order.
+    for (std::size_t k = 0; k < size(); ++k) {
+      asio::post(io(k), [shard = shards_[k], channel = std::string{channel}, message, frame, across] {
+        shard->deliver(channel, message.seq, message.bytes, frame, across);
+      });
+    }
+  }
+  if (done) done(seq);
+  return true;
+}
+
+std::shared_ptr<FanOutAcross> HubServer::Fleet::begin_fanout(Instant accepted, uint32_t shards) {
+  ++fanouts_in_progress_;
+  return std::make_shared<FanOutAcross>(accepted, shards);
+}
+
+void HubServer::Fleet::fanout_shard_done(FanOutAcross& across, uint32_t written, Instant last_written) {
+  if (written > 0) {
+    across.written += written;
+    int64_t seen = across.last_written_ns.load();
+    while (seen < last_written.ns() && !across.last_written_ns.compare_exchange_weak(seen, last_written.ns())) {
+    }
+  }
+  if (--across.shards_left > 0) return;
+  // The last shard's share ended: so did the fan-out (timed when any
+  // subscriber's frame was written).
+  --fanouts_in_progress_;
+  if (across.written.load() == 0) return;
+  const Duration took = Instant::from_ns(across.last_written_ns.load()) - across.accepted;
+  std::lock_guard lock(fanout_mutex_);
+  fanout_seconds_.observe(static_cast<double>(took.ns()) / 1e9);
+}
+
+void HubServer::Fleet::log(std::string_view line) {
+  std::lock_guard lock(log_mutex_);
+  log_(line);
+}
+
+void HubServer::Fleet::record_session(const std::string& line) {
+  std::lock_guard lock(sessions_mutex_);
+  sessions_log_ << line << '\n';
+  sessions_log_.flush();
+}
+
+template <typename T>
+void HubServer::Fleet::each_shard(asio::io_context& reply_on, std::function<T(Impl&)> f,
+                                  std::function<void(std::vector<T>)> done) {
+  if (size() == 1) return done(std::vector<T>{f(shard(0))});
+  struct Gather {
+    std::mutex mutex;
+    std::vector<T> answers;
+    std::size_t left = 0;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->answers.resize(size());
+  gather->left = size();
+  auto shared_done = std::make_shared<std::function<void(std::vector<T>)>>(std::move(done));
+  for (std::size_t k = 0; k < size(); ++k) {
+    asio::post(io(k), [this, k, f, gather, shared_done, &reply_on] {
+      T answer = f(shard(k));
+      std::lock_guard lock(gather->mutex);
+      gather->answers[k] = std::move(answer);
+      if (--gather->left > 0) return;
+      asio::post(reply_on, [gather, shared_done] { (*shared_done)(std::move(gather->answers)); });
+    });
+  }
+}
+
+template <typename T>
+std::vector<T> HubServer::Fleet::each_shard_wait(std::function<T(Impl&)> f) const {
+  std::vector<T> answers;
+  answers.push_back(f(shard(0)));
+  for (std::size_t k = 1; k < size(); ++k) {
+    if (threads_stopped_ || threads_.size() < k) {
+      answers.push_back(f(shard(k)));  // its thread is not running
+      continue;
+    }
+    std::promise<T> promise;
+    asio::post(io(k), [this, k, &f, &promise] { promise.set_value(f(shard(k))); });
+    answers.push_back(promise.get_future().get());
+  }
+  return answers;
+}
+
+HubServer::HubServer(asio::io_context& io, HubServerOptions options, std::function<void(std::string_view)> log)
+    : fleet_(std::make_unique<Fleet>(io, std::move(options), std::move(log))) {}
+HubServer::~HubServer() = default;
+uint16_t HubServer::port() const { return fleet_->shard(0).port(); }
+uint64_t HubServer::epoch() const { return fleet_->shard(0).epoch(); }
+void HubServer::start() { fleet_->start(); }
+void HubServer::shutdown(uint16_t code, std::function<void()> done) { fleet_->shutdown(code, std::move(done)); }
+bool HubServer::publish(std::string_view channel, std::string_view payload, std::string* error) {
+  return fleet_->publish(channel, payload, error);
+}
+bool HubServer::failed() const { return fleet_->shard(0).failed(); }
+std::string HubServer::metrics_text() const {
+  return fleet_->metrics_text(fleet_->each_shard_wait<ShardStats>([](Impl& shard) { return shard.stats(); }));
+}
+std::size_t HubServer::close_all(uint16_t code) {
+  std::size_t total = 0;
+  for (const std::size_t n : fleet_->each_shard_wait<std::size_t>([code](Impl& shard) { return shard.close_all(code); })) {
+    total += n;
+  }
+  return total;
+}
+HubServerCounters HubServer::counters() const {
+  HubServerCounters total;
+  for (const HubServerCounters& c :
+       fleet_->each_shard_wait<HubServerCounters>([](Impl& shard) { return shard.counters(); })) {
+    add_counters(total, c);
+  }
+  return total;
+}
+std::size_t HubServer::connections() const { return fleet_->open()->load(); }
 
 }  // namespace leaseproof::runtime

@@ -1,6 +1,6 @@
 #pragma once
 // The upstream hub in a real process: core/resume's Hub behind a WebSocket
-// server (Boost.Beast), single-threaded on one io_context.
+// server (Boost.Beast), on one io_context per thread (HubServerOptions::threads).
 //
 // One TCP port serves (over TLS only when HubServerOptions::tls is set):
 //   WebSocket upgrade (any path)   a subscriber: the resume protocol in the
@@ -20,6 +20,14 @@
 // with its code. The core keeps messages' sizes only: the payloads, encoded
 // once per message as the Data frame every subscriber gets, sit in a store
 // that mirrors the core's ring and is trimmed with it.
+//
+// Threads: the hub is split into shards, one per thread, each a whole hub on
+// its own io_context: its own core (resume::Hub), store and subscribers, and
+// no lock on its path to a socket. Shard 0 runs on the io_context the caller
+// gives and owns the listening socket; it hands each accepted connection to
+// the shards in turn. A publish takes the next sequence number of its channel
+// under one lock, is encoded once, and is posted to every shard in that order,
+// so every shard's core holds the same ring (docs/runtime.md, "Threads").
 
 #include <cstdint>
 #include <functional>
@@ -80,6 +88,10 @@ struct HubServerOptions {
   // /publish) with this server context (make_tls_server_context); a client
   // that does not is dropped after its failed handshake.
   TlsContextPtr tls;
+  // Shards, each on its own thread (shard 0 on the caller's io_context,
+  // 1..threads-1 on threads the server starts and joins): 1..64. More than
+  // one is refused with a shared store (shared.port != 0).
+  unsigned threads = 1;
 };
 
 // Counters for /metrics and the tests.
@@ -133,15 +145,22 @@ class HubServer {
   // a restart's close wave without the restart. Returns how many it closed.
   std::size_t close_all(uint16_t code);
   // Publishes one message (now, or through the shared store's log); false
-  // with a reason if the channel name or the payload is not allowed.
+  // with a reason if the channel name or the payload is not allowed. With
+  // more than one thread every shard (shard 0 too) gets it through its
+  // io_context's queue, after the messages sequenced before it.
   bool publish(std::string_view channel, std::string_view payload, std::string* error = nullptr);
+  // metrics_text, counters and close_all: call them on the caller's
+  // io_context's thread (or once it has stopped). With more than one thread
+  // they wait for every other shard's share, which each shard's thread
+  // answers between its handlers.
   std::string metrics_text() const;
-  const HubServerCounters& counters() const;
+  HubServerCounters counters() const;  // totals over the shards
   std::size_t connections() const;
 
  private:
   class Impl;
-  std::shared_ptr<Impl> impl_;
+  class Fleet;
+  std::unique_ptr<Fleet> fleet_;
 };
 
 // Resident memory of this process in bytes (/proc/self/statm), 0 if unknown.

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -219,6 +220,73 @@ TEST(HubAndSubscribers, PublishRefusesBadChannelsAndPayloads) {
   EXPECT_EQ(error, "payload: not valid UTF-8 (the wire format carries it as a JSON string)");
   EXPECT_FALSE(f.hub->publish("c", std::string(kPayloadBytesMax + 1, 'x'), &error));
   EXPECT_EQ(f.hub->counters().published, 0u);
+}
+
+// Three shards on three threads (the test's io_context is shard 0's): the
+// subscribers are spread over all of them, and every one still records every
+// message once, in order, whichever thread publishes.
+TEST(HubAndSubscribers, ShardsOnThreadsDeliverEveryMessageOnceInOrder) {
+  HubServerOptions options;
+  options.threads = 3;
+  Fixture f(options);
+  auto subscribers = f.subscriber("t1", 9);
+  subscribers.until_seq = 200;
+  auto pool = f.pool(subscribers);
+  bool finished = false;
+  pool->on_finished([&] { finished = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 9; }));
+  for (int shard = 0; shard < 3; ++shard) {
+    EXPECT_EQ(metric_line(*f.hub, fmt::format("leaseproof_hub_shard_subscribers{{shard=\"{}\"}}", shard)), "3");
+  }
+  // Half from this thread, half from another one, as a second HTTP client would.
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(f.hub->publish("t1", fmt::format("message {}", i + 1)));
+  std::thread other([&] {
+    for (int i = 100; i < 200; ++i) EXPECT_TRUE(f.hub->publish("t1", fmt::format("message {}", i + 1)));
+  });
+  other.join();
+  ASSERT_TRUE(run_until(f.io, [&] { return finished; }));
+  const SubscriberSummary s = pool->summary();
+  // Read exactly once each: a repeat, or a gap's resume and replay, would
+  // read more frames than the 1,800 recorded.
+  EXPECT_EQ(s.received, 1800u);
+  EXPECT_EQ(s.recorded, 1800u);
+  EXPECT_EQ(s.first_cursor, (resume::Position{1, 200}));
+  EXPECT_TRUE(s.resets_by_kind.empty());
+  const HubServerCounters c = f.hub->counters();
+  EXPECT_EQ(c.data_frames_written, 1800u);
+  EXPECT_EQ(c.published, 200u);
+  EXPECT_EQ(c.protocol_errors, 0u);
+  // A fan-out ends with the last shard's last write: 200 timed, none left.
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_threads"), "3");
+  ASSERT_TRUE(run_until(f.io, [&] { return metric_line(*f.hub, "leaseproof_hub_fanout_seconds_count") == "200"; }));
+  EXPECT_EQ(metric_line(*f.hub, "leaseproof_hub_fanouts_in_progress"), "0");
+  // The close wave and the shutdown reach every shard's subscribers.
+  EXPECT_EQ(f.hub->close_all(1012), 9u);
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 18; }));
+  bool closed = false;
+  f.hub->shutdown(1001, [&] { closed = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return closed; }));
+  EXPECT_EQ(f.hub->counters().closes_by_code.at(1001), 9u);
+  EXPECT_EQ(f.hub->counters().closes_by_code.at(1012), 9u);
+}
+
+TEST(HubAndSubscribers, ThreadsAreCheckedAgainstTheirRangeAndTheSharedStore) {
+  asio::io_context io;
+  auto make = [&](unsigned threads, uint16_t shared_port) -> std::string {
+    HubServerOptions options;
+    options.threads = threads;
+    options.shared.port = shared_port;
+    try {
+      HubServer hub(io, options, [](std::string_view) {});
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(make(0, 0), "threads: 0 is not in 1..64");
+  EXPECT_EQ(make(65, 0), "threads: 65 is not in 1..64");
+  EXPECT_NE(make(2, 6379).find("threads: more than 1 with a shared store"), std::string::npos);
+  EXPECT_EQ(make(64, 0), "");
 }
 
 TEST(HubAndSubscribers, ParseGeneratorNamesWhatIsWrong) {
