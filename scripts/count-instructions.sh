@@ -11,9 +11,11 @@
 # The runs: one conditional renew against the simulated DynamoDB
 # (leaseproof_store_renews: 20,000 minus 10,000 renews, over 10,000); the
 # default swarm run (run --seed 1); the reference fleet for 6 simulated
-# minutes (lease-crash); stream-steady for 1 simulated minute. Runs use
+# minutes (lease-crash); stream-steady for 1 simulated minute; and the real
+# hub's instructions per delivered Data frame (bench/hub_instructions.py: 500
+# subscribers on loopback, 80 minus 20 single publishes, one thread). Runs use
 # --inline-checks, so that one thread does everything and the count does not
-# depend on how two threads met. About 2 minutes on 2 cores. Lowering a
+# depend on how two threads met. About 2.5 minutes on 2 cores. Lowering a
 # budget is an ordinary commit; raising one needs a sentence in the commit
 # message saying why. Exit 0: all within budget (or counted); 1: a run over
 # budget; 2: bad usage, missing binaries or valgrind.
@@ -28,7 +30,7 @@ for argument in "$@"; do
   case "$argument" in
     --check) mode=check ;;
     --update) mode=update ;;
-    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "count-instructions: unknown option '$argument' (allowed: --check, --update, --help)" >&2; exit 2 ;;
     *) build=$argument ;;
   esac
@@ -117,7 +119,8 @@ instructions() {  # COMMAND...: instructions the command executes (it must succe
   echo "$count"
 }
 
-# name|what it is|leaseproof run arguments (empty: the store's renew)
+# name|what it is|leaseproof run arguments (empty: the store's renew; hub:
+# bench/hub_instructions.py)
 runs=(
   "renew|one conditional renew against the simulated store|"
   "swarm-seed-1|run --seed 1|--seed 1"
@@ -125,6 +128,7 @@ runs=(
   'fleet-liveness-6m|the reference fleet with the liveness algorithm, 6 simulated minutes|--seed 1 --scenario lease-crash --duration 6m --params {"algorithm":"liveness"}'
   "stream-steady-1m|stream-steady, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m"
   'stream-packed-1m|stream-steady recording packed, 1 simulated minute|--seed 1 --scenario stream-steady --duration 1m --params {"stream":{"record_mode":"packed"}}'
+  "hub-frame|the real hub, per Data frame delivered to one of 500 subscribers|hub"
 )
 names=()
 for entry in "${runs[@]}"; do names+=("${entry%%|*}"); done
@@ -138,6 +142,11 @@ for entry in "${runs[@]}"; do
     small=$(instructions "$renews" 10000)
     large=$(instructions "$renews" 20000)
     count=$(((large - small) / 10000))
+  elif [[ $args == hub ]]; then
+    count=$(python3 bench/hub_instructions.py --binary "$cli") || {
+      echo "count-instructions: bench/hub_instructions.py failed" >&2
+      exit 2
+    }
   else
     read -r -a argv <<<"$args"
     count=$(instructions "$cli" run "${argv[@]}" --inline-checks)
