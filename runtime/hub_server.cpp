@@ -80,6 +80,49 @@ std::string check_publish(std::string_view channel, std::string_view payload) {
   return {};
 }
 
+// A subscriber's WebSocket. Over plain TCP it runs on the socket itself, with
+// the io_context's own executor type: not on Beast's tcp_stream over a
+// type-erased executor, whose timeout machinery and executor copies were a
+// third of the instructions of a delivered frame (docs/benchmarks.md). The
+// WebSocket's own timer bounds its handshakes either way. Over TLS it is the
+// TlsWebSocket of runtime/ws_stream.hpp.
+class HubWebSocket {
+ public:
+  using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
+  using Plain = websocket::stream<Socket>;
+
+  // From an HTTP connection's stream, its upgrade request read.
+  HubWebSocket(asio::io_context& io, TcpStream stream) : ws_(std::in_place_type<Plain>, io) {
+    tcp::socket socket = stream.release_socket();  // cancels the HTTP read's expiry
+    beast::error_code ec;
+    const tcp::endpoint local = socket.local_endpoint(ec);
+    if (ec) return;  // already broken: the handshake fails and ends the session
+    const auto native = socket.release(ec);
+    if (ec) return;
+    std::get<Plain>(ws_).next_layer().assign(local.protocol(), native, ec);
+  }
+  HubWebSocket(asio::io_context&, TlsStream stream) : ws_(std::in_place_type<TlsWebSocket>, std::move(stream)) {
+    beast::get_lowest_layer(std::get<TlsWebSocket>(ws_)).expires_never();
+  }
+
+  template <typename Operation>
+  decltype(auto) visit(Operation&& operation) {
+    return std::visit(std::forward<Operation>(operation), ws_);
+  }
+  // Closes the TCP socket: the operations in flight fail.
+  void close_socket() {
+    beast::error_code ignored;
+    if (auto* plain = std::get_if<Plain>(&ws_)) {
+      plain->next_layer().close(ignored);
+    } else {
+      beast::get_lowest_layer(std::get<TlsWebSocket>(ws_)).socket().close(ignored);
+    }
+  }
+
+ private:
+  std::variant<Plain, TlsWebSocket> ws_;
+};
+
 // One published message's fan-out over every shard: it ends when the last
 // shard has handed its last subscriber's frame to the kernel.
 struct FanOutAcross {
@@ -430,12 +473,13 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   // Stream: TcpStream, or TlsStream with its handshake done.
   template <typename Stream>
-  Session(std::weak_ptr<Impl> server, resume::SubscriberId id, Stream stream, Slot* slot, uint64_t data_bytes_max)
+  Session(std::weak_ptr<Impl> server, asio::io_context& io, resume::SubscriberId id, Stream stream, Slot* slot,
+          uint64_t data_bytes_max)
       : server_(std::move(server)),
         id_(id),
-        ws_(std::move(stream)),
-        close_timer_(ws_.get_executor()),
-        subscribe_timer_(ws_.get_executor()),
+        ws_(io, std::move(stream)),
+        close_timer_(io),
+        subscribe_timer_(io),
         slot_(slot),
         data_bytes_max_(data_bytes_max) {}
 
@@ -497,7 +541,6 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
         }
       }
     }
-    ws_.tcp().expires_never();
     websocket::stream_base::timeout timeout{};
     timeout.handshake_timeout = to_chrono(close_timeout);  // also bounds the close handshake
     timeout.idle_timeout = websocket::stream_base::none();  // the core's pings decide liveness
@@ -566,13 +609,13 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       // 1006 is what a peer sees when no close frame comes (RFC 6455 7.4.1
       // forbids sending it): a dead peer's connection is dropped. The read in
       // flight fails and ends the session.
-      ws_.tcp().close();
+      ws_.close_socket();
       return;
     }
     close_timer_.expires_after(to_chrono(close_timeout_));
     close_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec) return;
-      self->ws_.tcp().close();  // the handlers in flight fail and end the session
+      self->ws_.close_socket();  // the handlers in flight fail and end the session
     });
     if (!writing_) send_close();
   }
@@ -659,8 +702,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     gone_ = true;
     close_timer_.cancel();
     subscribe_timer_.cancel();
-    beast::error_code ignored;
-    ws_.tcp().socket().close(ignored);
+    ws_.close_socket();
     abandon_fanouts();
     if (auto server = server_.lock()) server->on_session_gone(*this, by_peer);
   }
@@ -684,7 +726,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   };
   std::weak_ptr<Impl> server_;
   resume::SubscriberId id_;
-  AnyWebSocket ws_;
+  HubWebSocket ws_;
   beast::flat_buffer in_;
   asio::steady_timer close_timer_;
   asio::steady_timer subscribe_timer_;
@@ -775,10 +817,11 @@ class HubServer::Impl::HttpConnection : public std::enable_shared_from_this<Http
     http::request<http::string_body> request = parser_->release();
     if (websocket::is_upgrade(request)) {
       if (server->shutting_down_) return;
-      const resume::SubscriberId id = server->next_id_++;
+      const resume::SubscriberId id = server->next_id_;
+      server->next_id_ += server->fleet_.size();
       auto session = std::visit(
           [&](auto& stream) {
-            return std::make_shared<Session>(server_, id, std::move(stream), slot_.release(),
+            return std::make_shared<Session>(server_, server->io_, id, std::move(stream), slot_.release(),
                                              server->options_.hub.subscriber_queue_bytes_max);
           },
           stream_);
