@@ -24,8 +24,9 @@ using tcp = asio::ip::tcp;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
-// One buffer per direction per connection: the most a connection holds in
-// flight each way.
+// The most a read takes at once, and so the most a connection holds in flight
+// each way. Reads go into one buffer the relay shares; a connection holds a
+// copy only of what its sink did not take at once, until it is written.
 constexpr std::size_t direction_buffer_bytes = 16 * 1024;
 
 // A failed accept that is not about one connection (out of file descriptors,
@@ -211,6 +212,9 @@ class Relay::Impl : public std::enable_shared_from_this<Relay::Impl> {
   // By id, which is the accept order: cut_all closes in that order.
   std::map<uint64_t, std::shared_ptr<Connection>> connections_;
   RelayCounters counters_;
+  // Every connection's reads land here (one thread: one read at a time) and
+  // are written on at once; only what a sink does not take is copied out.
+  std::array<char, direction_buffer_bytes> scratch_{};
 };
 
 // ---------------------------------------------------------------------------
@@ -319,6 +323,10 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     error_code ignored;
     client_.set_option(tcp::no_delay(true), ignored);
     target_.set_option(tcp::no_delay(true), ignored);
+    // Reads and first writes are tried at once (read_some/write_some after
+    // the socket is readable): they must not block the relay's one thread.
+    client_.non_blocking(true, ignored);
+    target_.non_blocking(true, ignored);
     read(Direction::up);
     read(Direction::down);
   }
@@ -340,18 +348,29 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
 
   tcp::socket& source(Direction d) { return d == Direction::up ? client_ : target_; }
   tcp::socket& sink(Direction d) { return d == Direction::up ? target_ : client_; }
-  std::array<char, direction_buffer_bytes>& buffer(Direction d) { return buffers_[static_cast<std::size_t>(d)]; }
+  std::vector<char>& unsent(Direction d) { return unsent_[static_cast<std::size_t>(d)]; }
 
-  // read -> write the whole chunk -> read again: at most one buffer in flight
-  // per direction, so a slow sink stops reads from its source.
+  // wait readable -> read a chunk into the shared buffer -> write it on at
+  // once -> (what the sink did not take: copied, written, then freed) -> wait
+  // again: at most one chunk in flight per direction, so a slow sink stops
+  // reads from its source. An idle connection holds no buffer.
   void read(Direction d) {
-    source(d).async_read_some(asio::buffer(buffer(d)), [self = shared_from_this(), d](error_code ec, std::size_t n) {
-      self->on_read(d, ec, n);
+    source(d).async_wait(tcp::socket::wait_read, [self = shared_from_this(), d](error_code ec) {
+      self->on_readable(d, ec);
     });
   }
 
-  void on_read(Direction d, error_code ec, std::size_t bytes) {
+  void on_readable(Direction d, error_code ec) {
     if (closed_) {
+      return;
+    }
+    std::array<char, direction_buffer_bytes>& scratch = relay_->scratch_;
+    std::size_t bytes = 0;
+    if (!ec) {
+      bytes = source(d).read_some(asio::buffer(scratch), ec);
+    }
+    if (ec == asio::error::would_block) {  // woken with nothing to read after all
+      read(d);
       return;
     }
     if (ec) {  // end of stream or an error: either way the relayed connection is over
@@ -362,10 +381,22 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
     LP_ASSERT_LE(bytes, direction_buffer_bytes);
     silent_since_ = Clock::now();
     (d == Direction::up ? relay_->counters_.bytes_up : relay_->counters_.bytes_down) += bytes;
-    asio::async_write(sink(d), asio::buffer(buffer(d).data(), bytes),
-                      [self = shared_from_this(), d](error_code write_ec, std::size_t) {
-                        self->on_written(d, write_ec);
-                      });
+    std::size_t written = sink(d).write_some(asio::buffer(scratch.data(), bytes), ec);
+    if (ec == asio::error::would_block) {
+      written = 0;
+    } else if (ec) {
+      end(ConnectionEnd::closed);
+      return;
+    }
+    if (written == bytes) {
+      read(d);
+      return;
+    }
+    unsent(d).assign(scratch.data() + written, scratch.data() + bytes);
+    asio::async_write(sink(d), asio::buffer(unsent(d)), [self = shared_from_this(), d](error_code write_ec, std::size_t) {
+      std::vector<char>().swap(self->unsent(d));
+      self->on_written(d, write_ec);
+    });
   }
 
   void on_written(Direction d, error_code ec) {
@@ -394,7 +425,7 @@ class Relay::Impl::Connection : public std::enable_shared_from_this<Connection> 
   bool attempt_timed_out_ = false;  // the idle timer gave up on the current connect attempt
   bool connected_ = false;
   bool closed_ = false;
-  std::array<std::array<char, direction_buffer_bytes>, 2> buffers_;  // by Direction
+  std::array<std::vector<char>, 2> unsent_;  // by Direction: what a sink has not taken yet
 };
 
 // ---------------------------------------------------------------------------

@@ -14,9 +14,12 @@
 // byte is read from the client before a target is connected, so failing over
 // loses none.
 //
-// Flow control is the sockets' own: each direction has one fixed buffer and
-// reads again only after the whole previous chunk was written, so a slow
-// reader on one side slows the writer on the other (never an unbounded queue).
+// Flow control is the sockets' own: each direction has at most one chunk
+// (16 KiB) in flight and reads again only after the whole previous chunk was
+// written, so a slow reader on one side slows the writer on the other (never
+// an unbounded queue). Chunks are read into one buffer the relay shares and
+// written on at once; a connection copies only what its sink did not take,
+// until it is written, so an idle connection holds no buffer.
 //
 // Single-threaded: every call and every handler runs on the io_context given
 // to the constructor; call the relay from the thread that runs it.
