@@ -301,7 +301,10 @@ class Hub:
                 "--replay-max", str(RING_MESSAGES),
                 "--ping-interval", f"{int(PING_INTERVAL_S * 1000)}ms",
                 "--pong-timeout", f"{int(PONG_TIMEOUT_S * 1000)}ms",
-                "--subscribe-timeout", f"{int(SUBSCRIBE_TIMEOUT_S * 1000)}ms", "--port-file", port_file] + self.tls_files
+                "--subscribe-timeout", f"{int(SUBSCRIBE_TIMEOUT_S * 1000)}ms", "--port-file", port_file,
+                # Three shards on any machine: consecutive connections land on
+                # different threads, and every case must hold across them.
+                "--threads", "3"] + self.tls_files
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             preexec_fn=die_with_parent)
