@@ -8,14 +8,19 @@ in one `leaseproof subscribe --count N` process) it reports:
     RSS with no connection, divided by N);
   - the fan-out of one 256-byte message: publish one, wait until every
     subscriber has it; the time is the slowest subscriber's publish-to-receive
-    latency (the subscribers share one process and one core with the hub:
-    their own reading is part of the figure), over --messages messages
-    (median and max);
+    latency (the subscribers' process shares the machine's cores with the
+    hub: their own reading is part of the figure), over --messages messages
+    (median and max); beside it the hub's own figure, from its
+    leaseproof_hub_fanout_seconds (exact mean, and bucket bounds);
   - deliveries per second: a burst of --burst messages, N x burst data frames
-    written, divided by the time the hub took to write them;
-  - the hub's resident memory per connection with a full queue: N more
-    subscribers that never read, each sent messages until its queue is nearly
-    full (the frames are shared by all: what grows is per-connection state).
+    written, divided by the time the hub took to write them, and the hub's
+    CPU time (user and system, all threads) per frame written;
+  - the hub's side alone: --messages single messages to N more subscribers
+    that never read (the kernel's buffers take the frames; no subscriber
+    process competes for the cores), its fan-out histogram's mean and p99;
+  - the hub's resident memory per connection with a full queue: those
+    subscribers each sent messages until its queue is nearly full (the
+    frames are shared by all: what grows is per-connection state).
 Every subscriber's sequence numbers are checked: each single message and
 each burst message is read and recorded exactly once by every subscriber, or
 the step fails.
@@ -78,7 +83,7 @@ def metrics(port):
 def fanout_quantiles(before, after):
     """The hub's own fan-out times of the messages published between two
     /metrics readings (leaseproof_hub_fanout_seconds: publish accepted to the
-    last subscriber's frame handed to the kernel), as bucket upper bounds in
+    last subscriber's frame's write completed), as bucket upper bounds in
     ms: {"count", "p50", "p99"} (p = the smallest bound holding that share),
     and their exact mean in ms ("mean", from the histogram's sum)."""
     prefix = 'leaseproof_hub_fanout_seconds_bucket{le="'
@@ -191,12 +196,20 @@ def step(procs, n, args):
     if not wait_for(lambda: sub.poll() is not None, 120, 0.05):
         raise RuntimeError("the burst subscribers did not all record the burst")
     check_exactly_once("burst", json.load(open(burst_summary)), n, args.burst)
-    # Full queues: n subscribers that never read, each queue filled to ~15/16 of its 1 MiB bound.
+    # n subscribers that never read: first the hub's side of a fan-out alone
+    # (single messages whose frames the kernel's buffers take; no subscriber
+    # process competes for the cores), then each queue filled to ~15/16 of
+    # its 1 MiB bound.
     full = procs.start("stuck", ["subscribe", f"ws://127.0.0.1:{port}/", "--channel", "full", "--count", str(n),
-                                 "--no-read", "--hub-silence", "120s"])
+                                 "--no-read", "--hub-silence", "120s"], args.subscriber_cpus)
     if not wait_for(lambda: metrics(port)["leaseproof_hub_subscribers"] >= n, 120, 0.25):
         raise RuntimeError("the stuck subscribers did not subscribe")
     time.sleep(1.0)
+    before_alone = metrics(port)
+    for i in range(args.messages):
+        http(port, "POST", "/publish?channel=full&count=1&size=256")
+        time.sleep(0.3 + n / 20000)
+    hub_alone = fanout_quantiles(before_alone, metrics(port))
     before_full = rss(hub.pid)
     http(port, "POST", "/publish?channel=full&count=15&size=65536")
     time.sleep(2.0)
@@ -211,6 +224,7 @@ def step(procs, n, args):
         "fanout_latency_ms": {"p50": fan["latency_ms"]["p50"], "p99": fan["latency_ms"]["p99"],
                               "max": fan["latency_ms"]["max"], "samples": fan["latency_ms"]["samples"]},
         "hub_fanout_ms": hub_fan,
+        "hub_fanout_to_non_readers_ms": hub_alone,
         "burst_deliveries_per_s": n * args.burst / burst_s,
         "burst_cpu_us_per_frame": {"user": burst_user_us, "system": burst_system_us},
         "full_queue_kib_per_connection": (after_full - before_full) / n / 1024,
@@ -254,7 +268,8 @@ def main():
             print(f"  idle: {r['idle_kib_per_connection']:.1f} KiB per connection (hub base {r['rss_base_mib']:.1f} MiB); "
                   f"fan-out of 256 B to all: p50 {r['fanout_latency_ms']['p50']:.1f} ms, max {r['fanout_latency_ms']['max']:.1f} ms "
                   f"(hub side: mean {r['hub_fanout_ms']['mean']:.1f} ms, bucket bounds p50 <= {r['hub_fanout_ms']['p50']} ms, "
-                  f"p99 <= {r['hub_fanout_ms']['p99']} ms); "
+                  f"p99 <= {r['hub_fanout_ms']['p99']} ms); to subscribers that do not read: hub side mean "
+                  f"{r['hub_fanout_to_non_readers_ms']['mean']:.1f} ms (p99 <= {r['hub_fanout_to_non_readers_ms']['p99']} ms); "
                   f"burst: {r['burst_deliveries_per_s']:,.0f} deliveries/s, the hub's CPU a frame "
                   f"{r['burst_cpu_us_per_frame']['user']:.1f} us user + {r['burst_cpu_us_per_frame']['system']:.1f} us "
                   f"system; full queue: "

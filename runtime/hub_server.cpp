@@ -1355,8 +1355,9 @@ std::string HubServer::Fleet::metrics_text(const std::vector<ShardStats>& shards
   }
   std::lock_guard lock(fanout_mutex_);
   fanout_seconds_.append(out, "leaseproof_hub_fanout_seconds",
-                         "From a publish accepted to its Data frame handed to the kernel for the last of the subscribers "
-                         "it was sent to, over every thread (a subscriber that went away first is not waited for).");
+                         "From a publish accepted to the completion of its Data frame's write (the kernel has it) for the "
+                         "last of the subscribers it was sent to, over every thread (a subscriber that went away first "
+                         "is not waited for).");
   metric("leaseproof_hub_fanouts_in_progress", "gauge", "Published messages whose frames are still being written.",
          fanouts_in_progress_.load());
   metric("process_resident_memory_bytes", "gauge", "Resident memory of the hub process.", resident_bytes());
