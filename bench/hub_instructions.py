@@ -29,14 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
-
-def http(port, method, path):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                     data=b"" if method == "POST" else None)
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.read().decode()
+from hub_load import http, wait_for  # this folder's: the same HTTP and wait helpers
 
 
 def metric(port, name):
@@ -54,15 +48,6 @@ def last_stats(log_path):
             if line.startswith('{"stats"'):
                 last = json.loads(line)["stats"]
     return last
-
-
-def wait_for(predicate, timeout, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def stop(p):
