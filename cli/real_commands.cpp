@@ -84,7 +84,8 @@ CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
   hub->add_option("--tls-key", args.tls_key, "The PEM private key of --tls-cert")->type_name("FILE");
   hub->add_option("--threads", args.threads,
                   "Shards of the hub, one per thread, 1..64 (default: the machine's cores; 1 with --redis)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(CLI::Range(1u, 64u));
   return hub;
 }
 
@@ -119,8 +120,6 @@ int hub_command(const HubArgs& args) {
   }
   if (args.threads == 0) {
     options.threads = options.shared.port != 0 ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
-  } else if (args.threads > 64) {
-    throw UsageError{fmt::format("--threads: {} is not in 1..64", args.threads)};
   } else if (args.threads > 1 && options.shared.port != 0) {
     throw UsageError{"--threads: more than 1 with --redis is not supported (one thread follows the shared log); run "
                      "more hub processes instead"};

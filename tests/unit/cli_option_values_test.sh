@@ -4,7 +4,8 @@
 # `dynamo replay` wants a file are refused with exit 2 naming the option,
 # before any work; they were taken as the default, wrapped around
 # (18446744073709551611 memberships), and exit 0. A streaming run too large
-# for memory is refused the same way.
+# for memory is refused the same way, and so are the hub's --threads outside
+# 1..64 or above 1 with --redis.
 set -uo pipefail
 binary=${1:?usage: cli_option_values_test.sh LEASEPROOF}
 work=$(mktemp -d)
@@ -32,6 +33,10 @@ check "FILE: '$work' is a directory" -- dynamo replay "$work"
 # A streaming run keeps about 800 B a published message: a year of
 # stream-steady (15.8 billion messages) is refused, not run out of memory.
 check "at most 10000000 messages \\(about 8 GB\\) fit" -- run --seed 1 --scenario stream-steady --duration 8760h
+# The hub's threads: 1..64, and one with a shared store (--redis).
+check "--threads: Value 0 not in range 1 to 64" -- hub --threads 0
+check "--threads: Value 65 not in range 1 to 64" -- hub --threads 65
+check "--threads: more than 1 with --redis is not supported" -- hub --threads 2 --redis 127.0.0.1:6379
 # Flags take no value and are not caught by the check.
 "$binary" run --seed 1 --duration 2m --inline-checks >/dev/null || { echo "FAIL a run with a flag" >&2; failures=$((failures + 1)); }
 if ((failures > 0)); then
