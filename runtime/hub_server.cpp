@@ -82,8 +82,8 @@ std::string check_publish(std::string_view channel, std::string_view payload) {
 
 // A subscriber's WebSocket. Over plain TCP it runs on the socket itself, with
 // the io_context's own executor type: not on Beast's tcp_stream over a
-// type-erased executor, whose timeout machinery and executor copies were a
-// third of the instructions of a delivered frame (docs/benchmarks.md). The
+// type-erased executor, whose timed transfer operations and executor copies
+// cost 37% of a delivered frame's instructions (docs/benchmarks.md). The
 // WebSocket's own timer bounds its handshakes either way. Over TLS it is the
 // TlsWebSocket of runtime/ws_stream.hpp.
 class HubWebSocket {
@@ -124,7 +124,7 @@ class HubWebSocket {
 };
 
 // One published message's fan-out over every shard: it ends when the last
-// shard has handed its last subscriber's frame to the kernel.
+// shard's last subscriber's frame is written.
 struct FanOutAcross {
   FanOutAcross(Instant at, uint32_t shards) : accepted(at), shards_left(shards) {}
   const Instant accepted;
@@ -287,7 +287,6 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   uint64_t epoch() const { return hub_ ? hub_->epoch() : 0; }
   const HubServerCounters& counters() const { return counters_; }
   bool failed() const { return failed_; }
-  asio::io_context& io() const { return io_; }
   ShardStats stats() const;
   // The server is going away while the caller's io_context may still run:
   // the handlers that would reach the fleet end with operation_aborted.
