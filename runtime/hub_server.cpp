@@ -557,7 +557,13 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   // The upgrade's answer went out (or failed): read, and wait for the subscribe.
   void accepted(beast::error_code ec, Duration subscribe_timeout) {
+    handshake_done_ = true;
     if (ec) return gone(true);
+    // Closed while the handshake was finishing (a shutdown posted from
+    // another thread can run before the accept's completion): the close
+    // frame goes out now that the stream is a server's (before, Beast would
+    // frame it as a client's, masked).
+    if (closing_) return send_close();
     read();
     if (subscribed_) return;
     subscribe_timer_.expires_after(to_chrono(subscribe_timeout));
@@ -616,7 +622,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
       if (ec) return;
       self->ws_.close_socket();  // the handlers in flight fail and end the session
     });
-    if (!writing_) send_close();
+    if (!writing_ && handshake_done_) send_close();  // else accepted() sends it
   }
 
  private:
@@ -744,6 +750,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   bool writing_ = false;
   bool closing_ = false;
   bool close_sent_ = false;
+  bool handshake_done_ = false;  // the upgrade's answer is out (accepted() ran)
   bool gone_ = false;
   uint16_t close_code_ = resume::close_code::normal;
   std::string close_reason_;
