@@ -17,7 +17,7 @@
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
 #include "models/dynamo/store.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 
 namespace leaseproof {

@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "base/json_depth.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 
 namespace leaseproof::cli {
 
@@ -65,7 +65,7 @@ void check_output_file(std::string_view flag, const std::string& path) {
     throw UsageError{fmt::format("{}: cannot write '{}': directory '{}' does not exist", flag, path, parent.string())};
   }
   // The writers go through a temporary beside PATH: create one, and remove it again.
-  const std::string probe = report::unique_temporary_path(path);
+  const std::string probe = unique_temporary_path(path);
   const bool existed = fs::exists(probe, error);
   if (!std::ofstream{probe, std::ios::app}) {
     throw UsageError{fmt::format("{}: cannot write '{}' (creating '{}' failed)", flag, path, probe)};

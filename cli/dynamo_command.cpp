@@ -24,7 +24,7 @@
 #include "base/assert.hpp"
 #include "core/dynamo/codec.hpp"
 #include "models/dynamo/wire.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 
 namespace leaseproof::cli {

@@ -20,7 +20,7 @@
 
 #include "base/time.hpp"
 #include "reports/markup.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 #include "reports/sweep.hpp"
 #include "sim/trace.hpp"
 
@@ -109,7 +109,7 @@ std::vector<GateRun> read_regressions(const std::string& path, bool create) {
 // Writes to a temporary of this process's own, then renames: a reader never
 // sees half a file.
 bool write_whole_file(const std::string& path, const std::string& text) {
-  const std::string temporary = report::unique_temporary_path(path);
+  const std::string temporary = unique_temporary_path(path);
   {
     std::ofstream out{temporary, std::ios::out | std::ios::trunc};
     out << text;
@@ -119,7 +119,7 @@ bool write_whole_file(const std::string& path, const std::string& text) {
       return false;
     }
   }
-  return report::rename_into_place(temporary, path).empty();
+  return rename_into_place(temporary, path).empty();
 }
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }

@@ -21,7 +21,7 @@
 
 #include "cli/check_real_command.hpp"
 #include "cli/cli_common.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 #include "cli/dynamo_command.hpp"
 #include "cli/registry_command.hpp"
 #include "cli/gate_command.hpp"
@@ -107,7 +107,7 @@ int run_command(const RunArgs& args, bool inline_checks) {
   check_output_file("--perfetto", args.perfetto_path);
   check_distinct_outputs({{"--trace", args.trace_path}, {"--perfetto", args.perfetto_path}});
   std::ofstream trace_file;
-  const std::string temporary = leaseproof::report::unique_temporary_path(args.trace_path);
+  const std::string temporary = leaseproof::unique_temporary_path(args.trace_path);
   const RemoveOnInterrupt trace_guard{args.trace_path.empty() ? std::string{} : temporary};
   if (!args.trace_path.empty()) {
     trace_file.open(temporary, std::ios::out | std::ios::trunc);
@@ -135,7 +135,7 @@ int run_command(const RunArgs& args, bool inline_checks) {
       fmt::print(stderr, "leaseproof: error: writing the trace to '{}' failed\n", args.trace_path);
       return kExitFailed;
     }
-    if (std::string error = leaseproof::report::rename_into_place(temporary, args.trace_path); !error.empty()) {
+    if (std::string error = leaseproof::rename_into_place(temporary, args.trace_path); !error.empty()) {
       fmt::print(stderr, "leaseproof: error: --trace: {}\n", error);
       return kExitFailed;
     }

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_common.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 
 namespace leaseproof::cli {
 
@@ -56,13 +56,13 @@ Duration duration_flag(const std::string& text, std::string_view flag, bool zero
 
 void write_port_file(const std::string& path, uint16_t port) {
   if (path.empty()) return;
-  const std::string temporary = report::unique_temporary_path(path);
+  const std::string temporary = unique_temporary_path(path);
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << port << "\n";
     if (!out) throw std::runtime_error(fmt::format("--port-file: cannot write {}", temporary));
   }
-  if (std::string error = report::rename_into_place(temporary, path); !error.empty()) {
+  if (std::string error = rename_into_place(temporary, path); !error.empty()) {
     throw std::runtime_error("--port-file: " + error);
   }
 }

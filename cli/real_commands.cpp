@@ -20,9 +20,9 @@
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
 #include "runtime/clock.hpp"
-#include "runtime/hub_server.hpp"
-#include "runtime/relay.hpp"
-#include "runtime/subscriber.hpp"
+#include "runtime/hub/hub_server.hpp"
+#include "runtime/hub/relay.hpp"
+#include "runtime/hub/subscriber.hpp"
 
 namespace leaseproof::cli {
 namespace {

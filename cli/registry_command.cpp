@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_common.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 #include "cli/dynamo_command.hpp"
 
 namespace leaseproof::cli {
@@ -52,14 +52,14 @@ int registry_scale_command(const RegistryScaleArgs& args) {
       });
   fmt::print("{}", report.markdown());
   if (!args.json.empty()) {
-    const std::string temporary = report::unique_temporary_path(args.json);
+    const std::string temporary = unique_temporary_path(args.json);
     const RemoveOnInterrupt cleanup(temporary);
     {
       std::ofstream out(temporary);
       out << report.to_json().dump(2) << '\n';
       if (!out) throw UsageError{fmt::format("--json: cannot write {}", temporary)};
     }
-    if (std::string error = report::rename_into_place(temporary, args.json); !error.empty()) {
+    if (std::string error = rename_into_place(temporary, args.json); !error.empty()) {
       fmt::print(stderr, "leaseproof: error: --json: {}\n", error);
       return kExitFailed;
     }

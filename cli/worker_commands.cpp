@@ -20,12 +20,12 @@
 #include "core/lease/requests.hpp"
 #include "core/registry/requests.hpp"
 #include "core/resume/recording.hpp"
-#include "runtime/aws_credentials.hpp"
+#include "runtime/aws/aws_credentials.hpp"
 #include "runtime/clock.hpp"
-#include "runtime/dynamo_http_client.hpp"
-#include "runtime/sqs_client.hpp"
-#include "runtime/status_server.hpp"
-#include "runtime/worker.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
+#include "runtime/aws/sqs_client.hpp"
+#include "runtime/worker/status_server.hpp"
+#include "runtime/worker/worker.hpp"
 
 namespace leaseproof::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include "base/assert.hpp"
 #include "models/dynamo/node.hpp"
 #include "reports/perfetto.hpp"
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 #include <algorithm>
 #include <cctype>
 #include <limits>

@@ -15,7 +15,7 @@
 //   - A Pong claiming more than is queued is clamped (and marked): the peer's
 //     count is wrong, but closing it would not make the stream any safer.
 //     The transport clamps it first to the bytes it has written to the
-//     socket (runtime/hub_server.cpp): the core counts frames handed to the
+//     socket (runtime/hub/hub_server.cpp): the core counts frames handed to the
 //     transport, which a peer that stops reading never receives.
 //   - A Pong for a ping not outstanding closes with 1002 (see on_pong).
 #include "core/resume/hub.hpp"

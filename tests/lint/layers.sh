@@ -22,10 +22,17 @@ declare -A allowed=(
   [models]="base core sim"
   [properties]="base core sim"
   [runtime]="base core"
+  [runtime/aws]="base core runtime"
+  [runtime/hub]="base core runtime runtime/aws"
+  [runtime/worker]="base core runtime runtime/aws runtime/hub"
   [scenarios]="base core sim models properties"
   [reports]="base core sim models properties scenarios"
-  [cli]="base core sim models properties runtime scenarios reports"
+  [cli]="base core sim models properties runtime runtime/aws runtime/worker runtime/hub scenarios reports"
 )
+# Layers that do not own the folders below them: runtime/ is its three rooms'
+# shared headers (clock, randomness, Prometheus text), and a rule naming
+# "runtime" allows those headers only, not the rooms.
+declare -A exact=([runtime]=1)
 # Every folder that holds code must be a known layer (or tests/ and bench/,
 # which may include anything): a new top-level folder needs a rule here.
 layer_names=" ${!allowed[*]} core "
@@ -46,9 +53,9 @@ folder_of() {
 # allows LAYER FOLDER: whether LAYER may include from FOLDER.
 allows() {
   local layer=$1 folder=$2 entry
-  [[ $folder == "$layer" || $folder == "$layer"/* ]] && return 0
-  for entry in ${allowed[$layer]}; do
-    [[ $folder == "$entry" || $folder == "$entry"/* ]] && return 0
+  for entry in "$layer" ${allowed[$layer]}; do
+    [[ $folder == "$entry" ]] && return 0
+    [[ -z ${exact[$entry]+set} && $folder == "$entry"/* ]] && return 0
   done
   return 1
 }

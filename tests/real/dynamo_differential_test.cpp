@@ -26,7 +26,7 @@
 
 #include "core/dynamo/codec.hpp"
 #include "models/dynamo/wire.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 #include "sim/clock.hpp"
 
 namespace leaseproof::models {

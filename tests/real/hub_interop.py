@@ -2,7 +2,7 @@
 """The hub's wire protocol driven by a WebSocket client this project did not write.
 
 Debian's python3-websockets (10.4) talks to one `leaseproof hub` process this
-script starts itself (runtime/resume_wire.hpp gives the frames,
+script starts itself (runtime/hub/resume_wire.hpp gives the frames,
 docs/resume-core.md "The hub" the reset rules). Each case prints
 "ok <name>" or "FAIL <name>: why"; anything surprising that a case tolerates is
 printed as "note <name>: ..." so it stays visible. Exit status: 0 when every
@@ -57,7 +57,7 @@ CLOSE_SLACK_S = 1.0
 HUB_LOG_TAIL_BYTES = 4000
 SUBSCRIBE_TIMEOUT_S = 1.0
 QUEUE_BYTES = 1 << 20  # the hub's default --queue-bytes
-CLIENT_FRAME_MAX = 4096  # the hub's largest frame from a subscriber (runtime/hub_server.hpp)
+CLIENT_FRAME_MAX = 4096  # the hub's largest frame from a subscriber (runtime/hub/hub_server.hpp)
 FLOOD_PUBLISH_COUNT = 4
 FLOOD_PUBLISH_BYTES = 64 * 1024
 FLOOD_ROUNDS_MAX = 100  # publishes of 256 KiB each at most; the hub closes the client long before

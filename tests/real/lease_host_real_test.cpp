@@ -1,4 +1,4 @@
-// The embeddable runtime's LeaseHost (runtime/lease_host.hpp) against a real
+// The embeddable runtime's LeaseHost (runtime/worker/lease_host.hpp) against a real
 // dynalite: a connection gained, its messages recorded and checkpointed as the
 // owner, a checkpoint refused by DynamoDB once another worker took the lease
 // (`fenced`, the lease epoch in the condition), the stop that follows
@@ -22,8 +22,8 @@
 #include "core/dynamo/codec.hpp"
 #include "core/lease/requests.hpp"
 #include "core/resume/recording.hpp"
-#include "runtime/dynamo_http_client.hpp"
-#include "runtime/lease_host.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
+#include "runtime/worker/lease_host.hpp"
 
 namespace leaseproof::runtime {
 namespace {

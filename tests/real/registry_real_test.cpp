@@ -30,7 +30,7 @@
 #include "core/dynamo/codec.hpp"
 #include "core/registry/client.hpp"
 #include "core/registry/requests.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 #include "tests/core/registry_world.hpp"
 
 namespace leaseproof::registry::test {

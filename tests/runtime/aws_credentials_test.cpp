@@ -1,4 +1,4 @@
-// runtime/aws_credentials.hpp: the credential chain against an injected
+// runtime/aws/aws_credentials.hpp: the credential chain against an injected
 // environment, shared files in a temporary directory, and a stub container
 // credentials endpoint on 127.0.0.1. No real HOME, no real AWS. Every wait is
 // bounded.
@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "runtime/aws_credentials.hpp"
+#include "runtime/aws/aws_credentials.hpp"
 
 namespace leaseproof::runtime {
 namespace {

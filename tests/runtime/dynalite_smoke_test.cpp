@@ -20,7 +20,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 #include "canned_server.hpp"
 
 namespace leaseproof::runtime {

@@ -35,7 +35,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
 

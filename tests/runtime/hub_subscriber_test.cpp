@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "runtime/hub_server.hpp"
-#include "runtime/resume_wire.hpp"
-#include "runtime/subscriber.hpp"
+#include "runtime/hub/hub_server.hpp"
+#include "runtime/hub/resume_wire.hpp"
+#include "runtime/hub/subscriber.hpp"
 
 namespace leaseproof::runtime {
 namespace {

@@ -1,4 +1,4 @@
-// The TCP relay (runtime/relay.hpp) between real sockets on 127.0.0.1: echo
+// The TCP relay (runtime/hub/relay.hpp) between real sockets on 127.0.0.1: echo
 // servers (or targets that never read, hang up, refuse or never answer) behind
 // it, test clients in front, all on one io_context that the test runs in
 // bounded slices. Every wait has a
@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "runtime/relay.hpp"
+#include "runtime/hub/relay.hpp"
 
 namespace leaseproof::runtime {
 namespace {

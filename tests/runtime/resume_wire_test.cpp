@@ -1,12 +1,12 @@
-// The resume protocol's wire format (runtime/resume_wire.hpp): every frame
+// The resume protocol's wire format (runtime/hub/resume_wire.hpp): every frame
 // round-trips, and every malformed frame is refused naming its field.
 #include <string>
 
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "runtime/resume_wire.hpp"
-#include "runtime/ws_link.hpp"
+#include "runtime/hub/resume_wire.hpp"
+#include "runtime/worker/ws_link.hpp"
 
 namespace leaseproof::runtime {
 namespace {

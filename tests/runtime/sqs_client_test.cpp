@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "runtime/sqs_client.hpp"
+#include "runtime/aws/sqs_client.hpp"
 #include "canned_server.hpp"
 
 namespace leaseproof::runtime {

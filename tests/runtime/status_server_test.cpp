@@ -1,4 +1,4 @@
-// runtime/status_server.hpp on 127.0.0.1: /healthz and /metrics from their
+// runtime/worker/status_server.hpp on 127.0.0.1: /healthz and /metrics from their
 // callbacks, 404 and 405 otherwise. Every wait is bounded.
 #include <chrono>
 #include <string>
@@ -10,7 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
-#include "runtime/status_server.hpp"
+#include "runtime/worker/status_server.hpp"
 
 namespace leaseproof::runtime {
 namespace {

@@ -19,7 +19,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include <leaseproof/runtime/lease_host.hpp>
+#include <leaseproof/runtime/worker/lease_host.hpp>
 
 namespace {
 

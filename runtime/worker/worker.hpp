@@ -28,7 +28,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/resume/session.hpp"
-#include "runtime/lease_host.hpp"
+#include "runtime/worker/lease_host.hpp"
 
 namespace leaseproof::runtime {
 

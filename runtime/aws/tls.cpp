@@ -1,5 +1,5 @@
 // TLS contexts and per-connection set-up for the runtime (tls.hpp).
-#include "runtime/tls.hpp"
+#include "runtime/aws/tls.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>

@@ -1,4 +1,4 @@
-#include "runtime/aws_credentials.hpp"
+#include "runtime/aws/aws_credentials.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,6 @@
 #pragma once
 // One outbound WebSocket connection of a resume client (a worker's stream):
-// resolve, connect, TLS for wss:// (runtime/tls.hpp: the host name checked
+// resolve, connect, TLS for wss:// (runtime/aws/tls.hpp: the host name checked
 // against the certificate), send the subscribe, then text frames both ways
 // until it closes. Single-threaded on the caller's io_context. The handlers
 // run on it, never inline from a call; none runs after drop() or close().
@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "base/time.hpp"
-#include "runtime/tls.hpp"
+#include "runtime/aws/tls.hpp"
 
 namespace leaseproof::runtime {
 

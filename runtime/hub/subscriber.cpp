@@ -1,6 +1,6 @@
 // Reconnecting subscribers: core/resume's ResumeClient carried out on Beast
 // WebSocket clients (subscriber.hpp). Single-threaded like the hub.
-#include "runtime/subscriber.hpp"
+#include "runtime/hub/subscriber.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,9 +25,9 @@
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/os_random.hpp"
-#include "runtime/resume_wire.hpp"
-#include "runtime/tls.hpp"
-#include "runtime/ws_stream.hpp"
+#include "runtime/hub/resume_wire.hpp"
+#include "runtime/aws/tls.hpp"
+#include "runtime/hub/ws_stream.hpp"
 
 namespace leaseproof::runtime {
 namespace {

@@ -1,6 +1,6 @@
 // The SQS JSON-protocol client (sqs_client.hpp): requests built and answers
 // checked here, HTTP and signing done by DynamoHttpClient with SQS's protocol.
-#include "runtime/sqs_client.hpp"
+#include "runtime/aws/sqs_client.hpp"
 
 #include <charconv>
 #include <optional>

@@ -1,6 +1,6 @@
 // Rings shared through Redis (redis_ring.hpp): a pipelined RESP connection on
 // Asio with hiredis' formatter and reader, and the store built on it.
-#include "runtime/redis_ring.hpp"
+#include "runtime/hub/redis_ring.hpp"
 
 #include <hiredis/hiredis.h>
 

@@ -4,7 +4,7 @@
 //
 // One TCP port serves (over TLS only when HubServerOptions::tls is set):
 //   WebSocket upgrade (any path)   a subscriber: the resume protocol in the
-//                                  wire format of runtime/resume_wire.hpp
+//                                  wire format of runtime/hub/resume_wire.hpp
 //   GET  /metrics                  Prometheus text (docs/runtime.md lists them)
 //   GET  /healthz                  "ok"
 //   POST /publish?channel=C        the body is one message's payload
@@ -41,8 +41,8 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/resume/hub.hpp"
-#include "runtime/redis_ring.hpp"
-#include "runtime/tls.hpp"
+#include "runtime/hub/redis_ring.hpp"
+#include "runtime/aws/tls.hpp"
 
 namespace leaseproof::runtime {
 

@@ -1,4 +1,4 @@
-#include "runtime/relay.hpp"
+#include "runtime/hub/relay.hpp"
 
 #include <array>
 #include <chrono>

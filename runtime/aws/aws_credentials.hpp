@@ -1,6 +1,6 @@
 #pragma once
 // AWS credentials and region found the way AWS SDKs find them, for the
-// DynamoDB client's CredentialsSource (runtime/dynamo_http_client.hpp).
+// DynamoDB client's CredentialsSource (runtime/aws/dynamo_http_client.hpp).
 //
 // The chain, first match wins (docs/credentials.md says which AWS documents
 // this follows):
@@ -37,7 +37,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "base/time.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
 

@@ -2,7 +2,7 @@
 // (hub_server.hpp). A shard (Impl) is single-threaded: every handler of its
 // runs on its io_context's one thread, so its core and its state need no
 // locks. What the shards share is the Fleet's, each piece under its own lock.
-#include "runtime/hub_server.hpp"
+#include "runtime/hub/hub_server.hpp"
 
 #include <unistd.h>
 
@@ -29,9 +29,9 @@
 #include "base/assert.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/prometheus.hpp"
-#include "runtime/redis_ring.hpp"
-#include "runtime/resume_wire.hpp"
-#include "runtime/ws_stream.hpp"
+#include "runtime/hub/redis_ring.hpp"
+#include "runtime/hub/resume_wire.hpp"
+#include "runtime/hub/ws_stream.hpp"
 
 namespace leaseproof::runtime {
 namespace {
@@ -85,7 +85,7 @@ std::string check_publish(std::string_view channel, std::string_view payload) {
 // type-erased executor, whose timed transfer operations and executor copies
 // cost 37% of a delivered frame's instructions (docs/benchmarks.md). The
 // WebSocket's own timer bounds its handshakes either way. Over TLS it is the
-// TlsWebSocket of runtime/ws_stream.hpp.
+// TlsWebSocket of runtime/hub/ws_stream.hpp.
 class HubWebSocket {
  public:
   using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;

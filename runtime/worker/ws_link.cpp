@@ -1,4 +1,4 @@
-#include "runtime/ws_link.hpp"
+#include "runtime/worker/ws_link.hpp"
 
 #include <deque>
 #include <type_traits>
@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "runtime/clock.hpp"
-#include "runtime/resume_wire.hpp"
+#include "runtime/hub/resume_wire.hpp"
 
 namespace leaseproof::runtime {
 

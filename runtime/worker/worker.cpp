@@ -1,6 +1,6 @@
 // A worker process (worker.hpp): a LeaseHost whose gained connections each
 // stream from the hub and record into the sink, fenced by the lease epoch.
-#include "runtime/worker.hpp"
+#include "runtime/worker/worker.hpp"
 
 #include <optional>
 #include <unordered_map>
@@ -15,8 +15,8 @@
 #include "runtime/clock.hpp"
 #include "runtime/os_random.hpp"
 #include "runtime/prometheus.hpp"
-#include "runtime/resume_wire.hpp"
-#include "runtime/ws_link.hpp"
+#include "runtime/hub/resume_wire.hpp"
+#include "runtime/worker/ws_link.hpp"
 
 namespace leaseproof::runtime {
 

@@ -1,6 +1,6 @@
 // The embeddable runtime (lease_host.hpp): the lease manager's actions carried
 // out on real sockets and timers, and its sessions handed to the application.
-#include "runtime/lease_host.hpp"
+#include "runtime/worker/lease_host.hpp"
 
 #include <cmath>
 #include <optional>
@@ -18,7 +18,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/os_random.hpp"
 #include "runtime/prometheus.hpp"
-#include "runtime/sqs_client.hpp"
+#include "runtime/aws/sqs_client.hpp"
 
 namespace leaseproof::runtime {
 namespace {
@@ -373,7 +373,7 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
     }
   }
 
-  // ---- release notices over SQS (runtime/worker.hpp says how they flow) ------------------------------
+  // ---- release notices over SQS (runtime/worker/worker.hpp says how they flow) ------------------------------
 
   void setup_release_notices() {
     if (options_.sqs_endpoint.empty() != options_.release_queue.empty()) {

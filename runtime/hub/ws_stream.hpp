@@ -4,7 +4,7 @@
 // drives one writes each operation once, inside visit(), and the compiler
 // instantiates it for both streams.
 //
-// (runtime/ws_link.cpp, whose whole class is a template on the stream, needs
+// (runtime/worker/ws_link.cpp, whose whole class is a template on the stream, needs
 // none of this.)
 
 #include <utility>

@@ -1,4 +1,4 @@
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 
 #include <chrono>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "runtime/status_server.hpp"
+#include "runtime/worker/status_server.hpp"
 
 #include <chrono>
 

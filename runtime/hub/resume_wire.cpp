@@ -1,4 +1,4 @@
-#include "runtime/resume_wire.hpp"
+#include "runtime/hub/resume_wire.hpp"
 
 #include <charconv>
 #include <limits>

@@ -15,7 +15,7 @@
 // stopped, or past its deadline, it sends nothing) and in DynamoDB (the
 // checkpoint is conditional on this worker owning the lease at this epoch).
 //
-// `leaseproof worker` (runtime/worker.hpp) is this API's user: it opens a
+// `leaseproof worker` (runtime/worker/worker.hpp) is this API's user: it opens a
 // stream from the upstream hub for every connection it gains.
 //
 // Single-threaded: every callback runs on the io_context, and every member
@@ -42,8 +42,8 @@
 #include "core/lease/manager.hpp"
 #include "core/resume/protocol.hpp"
 #include "core/resume/recording.hpp"
-#include "runtime/aws_credentials.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/aws_credentials.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
 
@@ -60,7 +60,7 @@ struct LeaseHostOptions {
   // Set when credentials expire and a CredentialsChain refreshes them:
   // /metrics then counts its refreshes by outcome.
   std::function<CredentialsChain::Stats()> credentials_stats;
-  // Release notices (runtime/worker.hpp says how they flow): both empty =
+  // Release notices (runtime/worker/worker.hpp says how they flow): both empty =
   // none (other workers find released connections by reconcile).
   std::string sqs_endpoint;   // http://127.0.0.1:PORT; https:// uses dynamo.tls_context
   std::string release_queue;  // the FIFO queue's name (ends in .fifo); its URL is looked up at start

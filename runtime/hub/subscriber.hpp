@@ -26,7 +26,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "core/resume/client.hpp"
-#include "runtime/tls.hpp"
+#include "runtime/aws/tls.hpp"
 
 namespace leaseproof::runtime {
 

@@ -1,4 +1,4 @@
-#include "reports/temporary_file.hpp"
+#include "base/temporary_file.hpp"
 
 #include <atomic>
 #include <filesystem>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace leaseproof::report {
+namespace leaseproof {
 
 std::string unique_temporary_path(const std::string& path) {
   static std::atomic<unsigned> next{0};
@@ -24,4 +24,4 @@ std::string rename_into_place(const std::string& temporary, const std::string& p
   return message;
 }
 
-}  // namespace leaseproof::report
+}  // namespace leaseproof

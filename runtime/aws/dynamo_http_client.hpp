@@ -1,6 +1,6 @@
 #pragma once
 // A DynamoDB JSON-protocol client over HTTP/1.1 (Boost.Beast), plain or TLS
-// (https://: runtime/tls.hpp), for the real runtime and for replaying request
+// (https://: runtime/aws/tls.hpp), for the real runtime and for replaying request
 // sequences against dynalite.
 //
 // Requests and responses are DynamoDB wire JSON (nlohmann::json); operations
@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.hpp"
-#include "runtime/tls.hpp"
+#include "runtime/aws/tls.hpp"
 
 namespace leaseproof::runtime {
 
@@ -40,11 +40,11 @@ struct DynamoCredentials {
 };
 
 // Asked before every request when set (instead of `credentials`): a chain
-// that refreshes (runtime/aws_credentials.hpp) hands out its current value.
+// that refreshes (runtime/aws/aws_credentials.hpp) hands out its current value.
 using CredentialsSource = std::function<DynamoCredentials()>;
 
 // The AWS JSON protocol this client speaks. DynamoDB's by default; SQS's JSON
-// protocol differs only in these three (runtime/sqs_client.hpp).
+// protocol differs only in these three (runtime/aws/sqs_client.hpp).
 struct AwsJsonProtocol {
   std::string service = "dynamodb";               // SigV4 scope
   std::string target_prefix = "DynamoDB_20120810.";  // X-Amz-Target = prefix + operation

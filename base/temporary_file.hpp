@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace leaseproof::report {
+namespace leaseproof {
 
 // "PATH.tmp-<pid>-<n>", n counting this process's calls.
 std::string unique_temporary_path(const std::string& path);
@@ -15,4 +15,4 @@ std::string unique_temporary_path(const std::string& path);
 // a message naming both and the reason (never throws).
 std::string rename_into_place(const std::string& temporary, const std::string& path);
 
-}  // namespace leaseproof::report
+}  // namespace leaseproof

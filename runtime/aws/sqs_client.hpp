@@ -29,7 +29,7 @@
 
 #include "base/assert.hpp"
 #include "base/time.hpp"
-#include "runtime/dynamo_http_client.hpp"
+#include "runtime/aws/dynamo_http_client.hpp"
 
 namespace leaseproof::runtime {
 
