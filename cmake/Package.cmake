@@ -25,6 +25,13 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # leaseproof_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libfmt-dev, nlohmann-json3-dev, libboost-dev, libboost-url1.81-dev, libssl-dev, cmake")
+# What a project building against the installed package needs: the core
+# component fmt and nlohmann-json; the runtime component Boost 1.81 (Asio and
+# Beast are headers of libboost1.81-dev; system and url have libraries) and
+# OpenSSL. Boost by its 1.81 names: Debian 12's libboost-dev is 1.74, whose
+# libboost1.74-dev conflicts with libboost1.81-dev (tests/package/deb_test.sh
+# simulates installing the package with these).
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS
+    "libfmt-dev, nlohmann-json3-dev, libboost1.81-dev, libboost-system1.81-dev, libboost-url1.81-dev, libssl-dev, cmake, g++")
 set(CPACK_STRIP_FILES ON)
 include(CPack)

@@ -62,16 +62,19 @@ target_include_directories(leaseproof_project INTERFACE ${PROJECT_SOURCE_DIR})
 
 # leaseproof_library(NAME SOURCES... [HEADERS...] DEPENDS ...) declares
 # leaseproof_NAME with the alias leaseproof::NAME. HEADERS are the layer's
-# public headers, installed (for the layers cmake/Install.cmake exports) under
-# include/leaseproof/ with their path from the repository root.
+# public headers (paths relative to the calling folder), kept in the target's
+# LEASEPROOF_HEADERS property as paths from the repository root; the layers
+# cmake/Install.cmake exports install them under include/leaseproof/.
 function(leaseproof_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;HEADERS;DEPENDS" ${ARGN})
   add_library(leaseproof_${name} STATIC ${ARG_SOURCES})
   add_library(leaseproof::${name} ALIAS leaseproof_${name})
   set_target_properties(leaseproof_${name} PROPERTIES EXPORT_NAME ${name})
   target_link_libraries(leaseproof_${name} PUBLIC $<BUILD_INTERFACE:leaseproof_project> ${ARG_DEPENDS})
-  if(ARG_HEADERS)
-    target_sources(leaseproof_${name} PUBLIC
-      FILE_SET HEADERS BASE_DIRS ${PROJECT_SOURCE_DIR} FILES ${ARG_HEADERS})
-  endif()
+  set(headers "")
+  foreach(header IN LISTS ARG_HEADERS)
+    file(RELATIVE_PATH from_root ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/${header})
+    list(APPEND headers ${from_root})
+  endforeach()
+  set_target_properties(leaseproof_${name} PROPERTIES LEASEPROOF_HEADERS "${headers}")
 endfunction()

@@ -3,7 +3,8 @@
 # configured Release tree (cpack -G DEB, cmake/Package.cmake), then checks it
 # as a machine that installs it would see it:
 #   - its Depends name the shared libraries the binary links (OpenSSL, fmt,
-#     Boost.URL, hiredis), each a package this Debian can install;
+#     Boost.URL, hiredis), each a package this Debian can install, and the
+#     package installs together with its Suggests (apt-get install -s);
 #   - extracted, the binary finds every library (ldd) and runs: a simulation
 #     from the package gives the build tree's trace hash (same code, stripped);
 #   - the core's library, headers and CMake package are in it.
@@ -35,6 +36,17 @@ while read -r name; do
     exit 1
   fi
 done < <(tr ' ' '\n' <<<"$names" | sed '/^$/d')
+# The package with everything it suggests (what a project building against
+# the installed core and runtime adds) installs together on this Debian.
+suggests=$(dpkg-deb -f "$deb" Suggests)
+echo "Suggests: $suggests"
+mapfile -t suggested < <(tr ',' '\n' <<<"$suggests" | sed -E 's/^ *([^ ]+).*/\1/' | sed '/^$/d')
+if ! apt-get install -s "$deb" "${suggested[@]}" >"$work/apt.log" 2>&1; then
+  tail -n 15 "$work/apt.log" >&2
+  echo "deb_test: apt-get install -s of the package and its Suggests fails (above)" >&2
+  exit 1
+fi
+echo "deb_test: apt-get install -s of the package with its Suggests: $(grep -c '^Inst ' "$work/apt.log") packages to install, no conflict"
 
 dpkg-deb -x "$deb" "$work/root"
 binary=$work/root/usr/bin/leaseproof
