@@ -232,11 +232,10 @@ bool HubServer::Fleet::publish(std::string_view channel, std::string_view payloa
     const resume::Message message{epoch_, seq, static_cast<uint32_t>(payload.size())};
     auto frame = std::make_shared<const std::string>(encode_data(channel, message, payload));
     auto across = begin_fanout(monotonic_now(), static_cast<uint32_t>(size()));
-    // Posted under the lock: every shard's queue gets the channel's messages in seq order.
+    // Into every shard's inbox under the lock: each inbox gets the channel's
+    // messages in seq order (Impl::enqueue says why not straight into Asio's queues).
     for (std::size_t k = 0; k < size(); ++k) {
-      asio::post(io(k), [shard = shards_[k], channel = std::string{channel}, message, frame, across] {
-        shard->deliver(channel, message.seq, message.bytes, frame, across);
-      });
+      shards_[k]->enqueue(Impl::Delivery{std::string{channel}, message.seq, message.bytes, frame, across});
     }
   }
   if (done) done(seq);

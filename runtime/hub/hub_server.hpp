@@ -26,8 +26,9 @@
 // no lock on its path to a socket. Shard 0 runs on the io_context the caller
 // gives and owns the listening socket; it hands each accepted connection to
 // the shards in turn. A publish takes the next sequence number of its channel
-// under one lock, is encoded once, and is posted to every shard in that order,
-// so every shard's core holds the same ring (docs/runtime.md, "Threads").
+// under one lock, is encoded once, and is appended to every shard's inbox in
+// that order, so every shard's core holds the same ring (docs/runtime.md,
+// "Threads").
 
 #include <cstdint>
 #include <functional>

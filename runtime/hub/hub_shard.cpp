@@ -70,6 +70,26 @@ int64_t HubServer::Impl::publish_local(std::string_view channel, std::string_vie
   return next.seq;
 }
 
+void HubServer::Impl::enqueue(Delivery delivery) {
+  bool post = false;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.push_back(std::move(delivery));
+    post = !std::exchange(drain_posted_, true);
+  }
+  if (post) asio::post(io_, [self = shared_from_this()] { self->drain_inbox(); });
+}
+
+void HubServer::Impl::drain_inbox() {
+  std::vector<Delivery> batch;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    batch.swap(inbox_);
+    drain_posted_ = false;
+  }
+  for (Delivery& d : batch) deliver(d.channel, d.seq, d.bytes, std::move(d.frame), std::move(d.across));
+}
+
 void HubServer::Impl::deliver(const std::string& channel, int64_t seq, uint32_t bytes, Frame frame,
                               std::shared_ptr<FanOutAcross> across) {
   StoredChannel& stored = store_[channel];
@@ -240,6 +260,10 @@ void HubServer::Impl::on_core_timer() {
 }
 
 void HubServer::Impl::on_client_text(Session& session, std::string_view text, bool is_text) {
+  // Publishes sequenced before this frame was read go first (drain_inbox);
+  // they may close this very session (its outbox past its bound).
+  drain_inbox();
+  if (session.closing()) return;
   resume::HubActions actions;
   const Instant now = monotonic_now();
   auto protocol_error = [&](std::string why, uint16_t code = resume::close_code::protocol_error) {

@@ -21,6 +21,8 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -281,6 +283,26 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   // The only shard's path; with more, Fleet::publish sequences.
   bool publish(std::string_view channel, std::string_view payload, std::string* error,
                std::function<void(int64_t)> done = nullptr);
+  // A sequenced message for this shard (more than one shard: Fleet::publish).
+  struct Delivery {
+    std::string channel;
+    int64_t seq = 0;
+    uint32_t bytes = 0;
+    Frame frame;
+    std::shared_ptr<FanOutAcross> across;
+  };
+  // From any thread, under the fleet's publish lock: appends to this shard's
+  // inbox, so the inbox holds each channel's messages in seq order whatever
+  // the threads, and posts a drain unless one is pending. The order never
+  // rests on Asio's queues: a thread's posts to its own io_context wait in a
+  // thread-private queue until its handler returns, and a post from another
+  // thread meanwhile overtakes them.
+  void enqueue(Delivery delivery);
+  // On this shard's thread: every message in the inbox, in order, into the
+  // core, the store and the outboxes. Also first thing when a subscriber's
+  // frame arrives, so a subscribe never finds the core behind a publish
+  // that some client was already told about.
+  void drain_inbox();
   // A sequenced message into this shard's core, store and outboxes.
   void deliver(const std::string& channel, int64_t seq, uint32_t bytes, Frame frame,
                std::shared_ptr<FanOutAcross> across);
@@ -391,6 +413,10 @@ class HubServer::Impl : public std::enable_shared_from_this<Impl> {
   std::unordered_map<const std::string*, FanOut> fanouts_;
   const std::string* publishing_ = nullptr;
   uint32_t publishing_pending_ = 0;
+  // Sequenced messages not yet delivered (enqueue, drain_inbox).
+  std::mutex inbox_mutex_;
+  std::vector<Delivery> inbox_;      // under inbox_mutex_
+  bool drain_posted_ = false;        // under inbox_mutex_
 };
 
 template <typename T>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -41,7 +42,11 @@ struct Fixture {
   std::vector<std::string> log;
   std::unique_ptr<HubServer> hub;
 
-  explicit Fixture(HubServerOptions options = {}) {
+  // `concurrency_hint` 1: the test's io_context (shard 0's) is single-threaded
+  // as the hub's own shards 1..N-1 are, and Asio keeps what its thread posts
+  // to itself in a thread-private queue until the running handler returns.
+  explicit Fixture(HubServerOptions options = {}, int concurrency_hint = BOOST_ASIO_CONCURRENCY_HINT_DEFAULT)
+      : io(concurrency_hint) {
     if (options.epoch == 0) options.epoch = 1;
     options.admin = true;
     hub = std::make_unique<HubServer>(io, options, [this](std::string_view line) { log.emplace_back(line); });
@@ -268,6 +273,44 @@ TEST(HubAndSubscribers, ShardsOnThreadsDeliverEveryMessageOnceInOrder) {
   ASSERT_TRUE(run_until(f.io, [&] { return closed; }));
   EXPECT_EQ(f.hub->counters().closes_by_code.at(1001), 9u);
   EXPECT_EQ(f.hub->counters().closes_by_code.at(1012), 9u);
+}
+
+// The losing interleaving of two publishers on different shards, forced: a
+// publish made on a shard's own thread (as an HTTP connection of that shard
+// makes it), then one from another thread before that shard's handler
+// returns. A delivery the shard posts to itself waits in Asio's
+// thread-private queue until the handler returns, so one posted from the
+// other thread meanwhile would run first and hand the shard's core seq 2
+// before seq 1 (the hub aborted on LP_ASSERT_EQ(published.seq, seq)).
+// Every subscriber, on either shard, records 1 then 2.
+TEST(HubAndSubscribers, APublishOnAShardsOwnThreadIsNotOvertakenByOneFromAnotherThread) {
+  HubServerOptions options;
+  options.threads = 2;
+  Fixture f(options, 1);
+  auto subscribers = f.subscriber("o", 4);
+  subscribers.until_seq = 2;
+  auto pool = f.pool(subscribers);
+  bool finished = false;
+  pool->on_finished([&] { finished = true; });
+  ASSERT_TRUE(run_until(f.io, [&] { return f.hub->counters().subscribes == 4; }));
+  for (int shard = 0; shard < 2; ++shard) {
+    EXPECT_EQ(metric_line(*f.hub, fmt::format("leaseproof_hub_shard_subscribers{{shard=\"{}\"}}", shard)), "2");
+  }
+  bool published = false;
+  asio::post(f.io, [&] {
+    EXPECT_TRUE(f.hub->publish("o", "first"));  // seq 1, on shard 0's thread
+    std::thread other([&] { EXPECT_TRUE(f.hub->publish("o", "second")); });  // seq 2, while this handler runs
+    other.join();
+    published = true;
+  });
+  ASSERT_TRUE(run_until(f.io, [&] { return published && finished; }));
+  const SubscriberSummary s = pool->summary();
+  EXPECT_EQ(s.received, 8u);
+  EXPECT_EQ(s.recorded, 8u);
+  EXPECT_EQ(s.first_cursor, (resume::Position{1, 2}));
+  EXPECT_TRUE(s.resets_by_kind.empty());
+  EXPECT_EQ(f.hub->counters().published, 2u);
+  EXPECT_EQ(f.hub->counters().protocol_errors, 0u);
 }
 
 TEST(HubAndSubscribers, ThreadsAreCheckedAgainstTheirRangeAndTheSharedStore) {
