@@ -67,7 +67,10 @@ def measure(binary, workdir, subscribers, publishes, timeout):
     started = []
     try:
         with open(os.path.join(workdir, f"{tag}-hub.log"), "w") as log:
-            hub = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary, "hub",
+            # The hub itself, not `leaseproof`, which would exec it outside
+            # callgrind's view (valgrind does not follow an exec by default).
+            hub_binary = os.path.join(os.path.dirname(binary), "leaseproof-runtime")
+            hub = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", hub_binary, "hub",
                                     "--threads", "1", "--port-file", port_file, "--epoch", "1",
                                     "--ping-interval", "30s", "--pong-timeout", "30s", "--write-deadline", "60s"],
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

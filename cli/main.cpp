@@ -22,12 +22,10 @@
 #include "cli/check_real_command.hpp"
 #include "cli/cli_common.hpp"
 #include "base/temporary_file.hpp"
-#include "cli/dynamo_command.hpp"
 #include "cli/registry_command.hpp"
 #include "cli/gate_command.hpp"
-#include "cli/real_commands.hpp"
-#include "cli/worker_commands.hpp"
 #include "cli/replay_command.hpp"
+#include "cli/runtime_commands.hpp"
 #include "cli/report_commands.hpp"
 #include "cli/shrink_command.hpp"
 #include "cli/sweep_command.hpp"
@@ -321,6 +319,7 @@ int list_scenarios() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const int status = forward_runtime_command(argc, argv); status >= 0) return status;
   CLI::App app{"leaseproof: deterministic simulation and verification of DynamoDB-lease worker fleets"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "leaseproof 0.1.0");
@@ -380,34 +379,16 @@ int main(int argc, char** argv) {
 
   CLI::App* list = app.add_subcommand("scenarios", "List the scenarios");
 
-  leaseproof::cli::HubArgs hub_args;
-  CLI::App* hub = leaseproof::cli::add_hub_command(app, hub_args);
-  leaseproof::cli::SubscribeArgs subscribe_args;
-  CLI::App* subscribe = leaseproof::cli::add_subscribe_command(app, subscribe_args);
-  leaseproof::cli::RelayArgs relay_args;
-  CLI::App* relay = leaseproof::cli::add_relay_command(app, relay_args);
-  leaseproof::cli::WorkerArgs worker_args;
-  CLI::App* worker = leaseproof::cli::add_worker_command(app, worker_args);
   leaseproof::cli::CheckRealArgs check_real_args;
   CLI::App* check_real = leaseproof::cli::add_check_real_command(app, check_real_args);
-  leaseproof::cli::ControlArgs control_args;
-  const leaseproof::cli::ControlCommands control = leaseproof::cli::add_control_command(app, control_args);
-
   leaseproof::cli::RegistryScaleArgs registry_scale_args;
   CLI::App* registry_scale = leaseproof::cli::add_registry_command(app, registry_scale_args);
 
-  leaseproof::cli::DynamoReplayArgs replay_args;
-  CLI::App* dynamo = app.add_subcommand("dynamo", "The simulated DynamoDB");
-  dynamo->require_subcommand(1);
-  CLI::App* replay = dynamo->add_subcommand(
-      "replay", "Apply a JSON-lines file of DynamoDB requests to a fresh simulated table (faults off) and print "
-                "one JSON line per response");
-  replay->add_option("FILE", replay_args.file, "Requests, one {\"target\": ..., \"body\": ...} per line")->required();
-  replay->add_option("--endpoint", replay_args.endpoint, "Send to this DynamoDB-compatible endpoint instead")
-      ->type_name("URL");
-  replay->add_option("--compare", replay_args.compare,
-                     "Send to the model and to this endpoint; print the answers that differ")
-      ->type_name("URL");
+  // The commands of leaseproof-runtime, listed here; forwarded above, before any parsing.
+  for (const RuntimeCommand& command : runtime_commands()) {
+    app.add_subcommand(std::string{command.name}, std::string{command.description})
+        ->group("Commands on real sockets (run by leaseproof-runtime, beside this binary)");
+  }
 
   try {
     app.parse(argc, argv);
@@ -434,17 +415,8 @@ int main(int argc, char** argv) {
     if (run_replay->parsed()) return replay_command(run_replay_args);
     if (sweep->parsed()) return sweep_command(sweep_args);
     if (merge->parsed()) return report_merge_command(merge_args);
-    if (replay->parsed()) return leaseproof::cli::dynamo_replay_command(replay_args);
     if (registry_scale->parsed()) return leaseproof::cli::registry_scale_command(registry_scale_args);
-    if (hub->parsed()) return leaseproof::cli::hub_command(hub_args);
-    if (subscribe->parsed()) return leaseproof::cli::subscribe_command(subscribe_args);
-    if (relay->parsed()) return leaseproof::cli::relay_command(relay_args);
-    if (worker->parsed()) return leaseproof::cli::worker_command(worker_args);
     if (check_real->parsed()) return leaseproof::cli::check_real_command(check_real_args);
-    if (control.create_tables->parsed() || control.start->parsed() || control.stop->parsed() ||
-        control.create_queue->parsed() || control.owners->parsed()) {
-      return leaseproof::cli::control_command(control, control_args);
-    }
   } catch (const UsageError& e) {
     fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;

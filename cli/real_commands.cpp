@@ -19,6 +19,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
+#include "cli/runtime_commands.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/hub/hub_server.hpp"
 #include "runtime/hub/relay.hpp"
@@ -32,8 +33,7 @@ namespace asio = boost::asio;
 }  // namespace
 
 CLI::App* add_hub_command(CLI::App& app, HubArgs& args) {
-  CLI::App* hub = app.add_subcommand(
-      "hub", "Run the upstream hub: WebSocket subscribers with resume, /publish, /metrics (docs/runtime.md)");
+  CLI::App* hub = app.add_subcommand("hub", std::string{runtime_command_description("hub")});
   hub->add_option("--listen", args.listen, "Address to listen on; port 0 lets the system pick")
       ->capture_default_str()
       ->type_name("ADDR:PORT");
@@ -169,8 +169,7 @@ int hub_command(const HubArgs& args) {
 }
 
 CLI::App* add_subscribe_command(CLI::App& app, SubscribeArgs& args) {
-  CLI::App* sub = app.add_subcommand(
-      "subscribe", "Run reconnecting subscribers of one channel; record every sequence number once (docs/runtime.md)");
+  CLI::App* sub = app.add_subcommand("subscribe", std::string{runtime_command_description("subscribe")});
   sub->add_option("URL", args.url, "The hub, e.g. ws://127.0.0.1:8080/ or wss://127.0.0.1:8443/")->required();
   sub->add_option("--channel", args.channel, "Channel to subscribe to")->required();
   sub->add_option("--count", args.count, "Clients in this process (a sink file takes one)")
@@ -292,8 +291,7 @@ int subscribe_command(const SubscribeArgs& args) {
 }
 
 CLI::App* add_relay_command(CLI::App& app, RelayArgs& args) {
-  CLI::App* relay = app.add_subcommand(
-      "relay", "Run a TCP relay that cuts connections silent longer than --idle (a load balancer); SIGUSR1 cuts all");
+  CLI::App* relay = app.add_subcommand("relay", std::string{runtime_command_description("relay")});
   relay->add_option("--listen", args.listen, "Address to listen on; port 0 lets the system pick")
       ->capture_default_str()
       ->type_name("ADDR:PORT");

@@ -14,6 +14,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/process_common.hpp"
+#include "cli/runtime_commands.hpp"
 #include "base/lex_compare.hpp"
 #include "core/lease/config.hpp"
 #include "core/dynamo/codec.hpp"
@@ -329,8 +330,7 @@ int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::Lease
 }  // namespace
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
-  CLI::App* worker = app.add_subcommand(
-      "worker", "Run a worker: hold leases in a DynamoDB endpoint, stream from the hub, record each message once");
+  CLI::App* worker = app.add_subcommand("worker", std::string{runtime_command_description("worker")});
   add_endpoint_flags(worker, args.endpoint);
   worker->add_option("--worker-id", args.worker_id, "This worker's id (unique in the fleet)")->required();
   worker->add_option("--hub", args.hub, "Stream from this hub (ws:// or wss://HOST[:PORT]/) instead of each lease item's ws_url");
@@ -486,7 +486,7 @@ int worker_command(const WorkerArgs& args) {
 }
 
 ControlCommands add_control_command(CLI::App& app, ControlArgs& args) {
-  CLI::App* control = app.add_subcommand("control", "Tables and connections in a DynamoDB endpoint, for real workers");
+  CLI::App* control = app.add_subcommand("control", std::string{runtime_command_description("control")});
   control->require_subcommand(1);
   ControlCommands commands;
   commands.create_tables = control->add_subcommand(

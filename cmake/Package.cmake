@@ -9,7 +9,7 @@
 # deploy/Dockerfile installs this package; tests/package/deb_test.sh builds,
 # extracts and runs it.
 include(GNUInstallDirs)
-install(TARGETS leaseproof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS leaseproof leaseproof-runtime RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 set(CPACK_PACKAGE_NAME leaseproof)
 set(CPACK_PACKAGE_VENDOR "leaseproof")

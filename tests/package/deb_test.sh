@@ -51,12 +51,12 @@ echo "deb_test: apt-get install -s of the package with its Suggests: $(grep -c '
 dpkg-deb -x "$deb" "$work/root"
 binary=$work/root/usr/bin/leaseproof
 [[ -x $binary ]] || { echo "deb_test: no usr/bin/leaseproof in the package" >&2; exit 1; }
-if ldd "$binary" | grep -q 'not found'; then
-  ldd "$binary" >&2
+if ldd "$binary" "$work/root/usr/bin/leaseproof-runtime" | grep -q 'not found'; then
+  ldd "$binary" "$work/root/usr/bin/leaseproof-runtime" >&2
   echo "deb_test: the packaged binary misses a library" >&2
   exit 1
 fi
-for file in usr/lib/libleaseproof_lease.a usr/include/leaseproof/core/lease/manager.hpp \
+for file in usr/bin/leaseproof-runtime usr/lib/libleaseproof_lease.a usr/include/leaseproof/core/lease/manager.hpp \
             usr/lib/cmake/leaseproof/leaseproofConfig.cmake; do
   [[ -e $work/root/$file ]] || { echo "deb_test: $file is not in the package" >&2; exit 1; }
 done
