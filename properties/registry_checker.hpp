@@ -84,6 +84,7 @@ class RegistryChecker {
     uint64_t ghost_posts = 0;         // posts to dead connections (410), within the bounds
     uint64_t presence_answers = 0;
     uint64_t presence_online_ghosts = 0;  // online from rows of dead connections, within the bounds
+    uint64_t presence_online_joining = 0;  // online from a row whose join was still in flight
     uint64_t leaves_asked = 0;
     uint64_t leaves_ok = 0;
     uint64_t leaves_failed = 0;

@@ -360,6 +360,7 @@ RunResult run_registry(std::string_view name, const RunConfig& config) {
                      {"registry.ghost_posts", f.ghost_posts},
                      {"registry.broadcasts_failed_in_cut", f.broadcasts_failed_in_cut},
                      {"registry.presence_online_ghosts", f.presence_online_ghosts},
+                     {"registry.presence_online_joining", f.presence_online_joining},
                      {"registry.leaves_asked", f.leaves_asked},
                      {"registry.leaves_ok", f.leaves_ok},
                      {"registry.leave_deletes", f.leave_deletes},

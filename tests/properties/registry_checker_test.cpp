@@ -188,5 +188,32 @@ TEST(RegistryChecker, StalenessIsHowLongAfterADeathAnAnswerStillCountedIt) {
   EXPECT_EQ(checker.figures().connections, 2u);
 }
 
+// A presence read between a join's write and the handler seeing its answer
+// finds the row: not staleness (registry seed 4 with 400 clients, 8 room
+// shards and a 16 m TTL answered a user online 77 ms after it connected,
+// before its join's answer, and was reported as a row past its TTL).
+TEST(RegistryChecker, PresenceFromARowWhoseJoinIsInFlightIsNotStaleness) {
+  RegistryTrace trace;
+  trace.at(28'932_ms).note("gw.connect", "c1 ann").note("gw.join", "c1 r1");
+  trace.at(29'008_ms).note("registry.presence", "ann online", 5);
+  trace.at(29'049_ms).note("registry.joined", "c1 r1", 4);
+  const RegistryChecker& checker = trace.at(30'000_ms).finish();
+  EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
+  EXPECT_EQ(checker.figures().presence_online_joining, 1u);
+}
+
+// Without a join in flight, presence from no row, or only from rows past
+// their TTL, is staleness, and the message says which.
+TEST(RegistryChecker, PresenceWithNoLiveRowAndNoJoinInFlightIsStaleness) {
+  RegistryTrace none;
+  none.at(0_ms).note("gw.connect", "c1 ann").at(1000_ms).note("registry.presence", "ann online", 5);
+  EXPECT_THAT(none.finish().violations(), ElementsAre(HasSubstr("the user has no row and no join in flight")));
+
+  RegistryTrace expired;
+  expired.member().at(Duration::from_min(21)).note("registry.presence", "ann online", 5);
+  EXPECT_THAT(expired.finish().violations(),
+              ElementsAre(HasSubstr("every row of the user (1) is past its TTL (ttl 20m0s) and no join is in flight")));
+}
+
 }  // namespace
 }  // namespace leaseproof::properties
