@@ -463,7 +463,10 @@ int worker_command(const WorkerArgs& args) {
     try {
       status = std::make_unique<runtime::StatusServer>(
           io, host, port,
-          runtime::StatusServer::Routes{[&] { return !worker->draining(); }, [&] { return worker->metrics_text(); }});
+          // /healthz: alive (also while draining: a liveness probe must not
+          // kill a drain); /readyz: ready to hold leases (LeaseHost::readiness).
+          runtime::StatusServer::Routes{[] { return true; }, [&] { return worker->readiness(); },
+                                        [&] { return worker->metrics_text(); }});
     } catch (const std::system_error& e) {
       throw UsageError{fmt::format("--http: {}", e.what())};
     }

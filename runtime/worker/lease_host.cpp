@@ -162,6 +162,18 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
   bool draining() const { return draining_; }
   void mark(const std::string& name) { ++counters_.marks[name]; }
 
+  std::string readiness() const {
+    if (draining_) return "draining";
+    if (!last_evaluated_) return "no answer from DynamoDB yet";
+    const lease::LeaseConfig& c = options_.lease;
+    const Duration window = owned_.empty() ? c.reconcile_interval + c.reconcile_jitter_max + c.request_timeout
+                                           : c.lease_duration;
+    const Duration since = monotonic_now() - *last_evaluated_;
+    if (since <= window) return "";
+    return fmt::format("no answer from DynamoDB for {} (at most {} allowed {})", since, window,
+                       owned_.empty() ? "between an idle worker's calls" : "while owning connections: the lease");
+  }
+
   std::string metrics_text() const {
     std::string out;
     auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
@@ -235,6 +247,9 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
         return reply(nullptr);
       }
       const DynamoHttpResponse& response = result.response();
+      if (response.is_success() || response.error_type() == "ConditionalCheckFailedException") {
+        self->last_evaluated_ = monotonic_now();  // DynamoDB evaluated it: reachable (readiness)
+      }
       // A failed condition consumes write capacity too (dynalite's answer
       // carries none; DynamoDB's may).
       if (kind != nullptr && (response.is_success() || response.error_type() == "ConditionalCheckFailedException")) {
@@ -607,6 +622,7 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
   Instant lease_armed_ = Instant::max();
   asio::steady_timer drain_timer_;
   bool draining_ = false;
+  std::optional<Instant> last_evaluated_;  // the last DynamoDB answer that evaluated a request (readiness)
   std::function<void()> drained_;
   std::unordered_map<std::string, OwnedConnectionPtr> owned_;
   std::optional<Instant> step_at_;  // while run() carries out one step of the lease core
@@ -750,6 +766,7 @@ void LeaseHost::drain(std::function<void()> done) { impl_->drain(std::move(done)
 void LeaseHost::expire() { impl_->expire(); }
 std::size_t LeaseHost::owned() const { return impl_->owned(); }
 bool LeaseHost::draining() const { return impl_->draining(); }
+std::string LeaseHost::readiness() const { return impl_->readiness(); }
 const LeaseHostCounters& LeaseHost::counters() const { return impl_->counters(); }
 void LeaseHost::mark(const std::string& name) { impl_->mark(name); }
 std::string LeaseHost::metrics_text() const { return impl_->metrics_text(); }

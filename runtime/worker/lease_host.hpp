@@ -185,6 +185,14 @@ class LeaseHost {
 
   std::size_t owned() const;
   bool draining() const;
+  // "" when ready to hold leases, else why not (for /readyz): draining; no
+  // DynamoDB answer yet; or none within the window (the lease while this
+  // worker owns connections, whose renews come every heartbeat; else a
+  // reconcile interval, its jitter and a request timeout, the longest an
+  // idle worker goes between calls). An answer is a success or a failed
+  // condition: DynamoDB evaluated the request. Throttling, server errors and
+  // no answer at all do not count.
+  std::string readiness() const;
   const LeaseHostCounters& counters() const;
   void mark(const std::string& name);  // counted with the cores' marks on /metrics
   // Prometheus text: leaseproof_worker_active_connections (the autoscaler's

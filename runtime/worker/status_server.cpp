@@ -72,17 +72,21 @@ class StatusServer::Impl : public std::enable_shared_from_this<Impl> {
       response.set(http::field::content_type, "text/plain; version=0.0.4");
       if (request.method() != http::verb::get) {
         response.result(http::status::method_not_allowed);
-        response.body() = "GET /healthz or /metrics\n";
+        response.body() = "GET /healthz, /readyz or /metrics\n";
       } else if (target == "/healthz") {
         const bool healthy = self->routes_.healthy ? self->routes_.healthy() : true;
         response.result(healthy ? http::status::ok : http::status::service_unavailable);
         response.body() = healthy ? "ok\n" : "unhealthy\n";
+      } else if (target == "/readyz" && self->routes_.ready) {
+        const std::string why = self->routes_.ready();
+        response.result(why.empty() ? http::status::ok : http::status::service_unavailable);
+        response.body() = why.empty() ? "ready\n" : "not ready: " + why + "\n";
       } else if (target == "/metrics" && self->routes_.metrics) {
         response.result(http::status::ok);
         response.body() = self->routes_.metrics();
       } else {
         response.result(http::status::not_found);
-        response.body() = "not found; try /healthz or /metrics\n";
+        response.body() = "not found; try /healthz, /readyz or /metrics\n";
       }
       response.prepare_payload();
       http::async_write(exchange->stream, response, [exchange](beast::error_code, std::size_t) {

@@ -1,8 +1,9 @@
 #pragma once
-// A small HTTP endpoint for a process's health and metrics: GET /healthz and
-// GET /metrics, each answered from a callback; anything else 404. One request
-// per connection (Connection: close), bounded in size and time. Single-
-// threaded on the caller's io_context.
+// A small HTTP endpoint for a process's health and metrics: GET /healthz
+// (liveness: the process answers), GET /readyz (readiness) and GET /metrics,
+// each answered from a callback; anything else 404. One request per
+// connection (Connection: close), bounded in size and time. Single-threaded
+// on the caller's io_context.
 
 #include <cstdint>
 #include <functional>
@@ -16,7 +17,8 @@ namespace leaseproof::runtime {
 class StatusServer {
  public:
   struct Routes {
-    std::function<bool()> healthy;         // /healthz: 200 "ok" or 503 "unhealthy"
+    std::function<bool()> healthy;         // /healthz: 200 "ok" or 503 "unhealthy"; none: always 200
+    std::function<std::string()> ready;    // /readyz: "" is 200 "ready", else 503 "not ready: <why>"; none: 404
     std::function<std::string()> metrics;  // /metrics: Prometheus text
   };
   // Binds and listens at once; throws std::system_error naming the address.

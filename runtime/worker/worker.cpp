@@ -54,6 +54,7 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
   const WorkerCounters& counters() const { return counters_; }
   std::size_t owned() const { return host_->owned(); }
   bool draining() const { return host_->draining(); }
+  std::string readiness() const { return host_->readiness(); }
 
   std::string metrics_text() const {
     std::string out = host_->metrics_text();
@@ -260,6 +261,7 @@ const LeaseHostCounters& Worker::host_counters() const { return impl_->host_coun
 const WorkerCounters& Worker::counters() const { return impl_->counters(); }
 std::size_t Worker::owned() const { return impl_->owned(); }
 bool Worker::draining() const { return impl_->draining(); }
+std::string Worker::readiness() const { return impl_->readiness(); }
 std::string Worker::metrics_text() const { return impl_->metrics_text(); }
 
 }  // namespace leaseproof::runtime

@@ -65,6 +65,7 @@ class Worker {
   const WorkerCounters& counters() const;
   std::size_t owned() const;  // connections owned (and streamed) now
   bool draining() const;
+  std::string readiness() const;  // LeaseHost::readiness
   // Prometheus text: the host's (lease_host.hpp), then records, fenced
   // sessions and resets.
   std::string metrics_text() const;

@@ -89,7 +89,24 @@ def expand(text, env):
 
 def kubernetes(directory, env, seeds):
     with open(os.path.join(ROOT, "deploy", "gate-shards.k8s.yaml")) as source:
-        gate_job, merge_job = list(yaml.safe_load_all(source))
+        documents = list(yaml.safe_load_all(source))
+    claims = [d["metadata"]["name"] for d in documents if d["kind"] == "PersistentVolumeClaim"]
+    jobs = [d for d in documents if d["kind"] == "Job"]
+    if len(jobs) != 2:
+        fail(f"kubernetes: expected the gate Job and the merge Job, found {len(jobs)} Jobs")
+    gate_job, merge_job = jobs
+    # The results volume is defined in the file, and both Jobs mount it.
+    for job in jobs:
+        for volume in job["spec"]["template"]["spec"]["volumes"]:
+            claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+            if claim not in claims:
+                fail(f"kubernetes: {job['metadata']['name']} mounts claim {claim!r}, which the file does not "
+                     f"define (claims: {claims})")
+    # Each run writes its own folder, named by RUN in both Jobs.
+    runs = [{v["name"]: v["value"] for v in j["spec"]["template"]["spec"]["containers"][0].get("env", [])}.get("RUN")
+            for j in jobs]
+    if runs[0] is None or runs[0] != runs[1]:
+        fail(f"kubernetes: the Jobs' RUN values differ or are missing: {runs}")
     spec = gate_job["spec"]
     if spec.get("completionMode") != "Indexed":
         fail("kubernetes: the gate Job is not an Indexed Job")
@@ -108,8 +125,9 @@ def kubernetes(directory, env, seeds):
     merge = merge_job["spec"]["template"]["spec"]["containers"][0]
     if merge["command"] != ["sh", "-c"]:
         fail(f"kubernetes: the merge Job's command is not sh -c: {merge['command']}")
-    merged_status = run(merge["args"][0], directory, env, shell=True)
-    return statuses, merged_status, os.path.join(directory, "results", "merged", "gate.json")
+    merge_env = dict(env, **{v["name"]: str(v["value"]) for v in merge.get("env", [])})
+    merged_status = run(expand(merge["args"][0], merge_env), directory, merge_env, shell=True)
+    return statuses, merged_status, os.path.join(directory, "results", runs[0], "merged", "gate.json")
 
 
 def main():

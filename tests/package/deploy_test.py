@@ -11,14 +11,17 @@ runs here, so this test:
     (leaseproof:<the project's version>);
   - checks the ECS task (a health check on /healthz at the worker's --http port, a stop
     timeout above --drain-timeout) and the StatefulSet (the pod name as --worker-id, a
-    grace period above --drain-timeout, readiness on /healthz at the --http port,
-    Prometheus scrape annotations naming that port and /metrics);
+    grace period above --drain-timeout, --capacity with a note on sizing it, liveness
+    on /healthz and readiness on /readyz at the --http port, Prometheus scrape
+    annotations naming that port and /metrics, a PodDisruptionBudget, an IRSA role
+    annotation to replace, an image registry to replace, the force-delete warning);
   - builds the package (cpack), extracts it, and runs each worker command as the
     container would (the ECS one through `sh -c`, the StatefulSet's with $(POD_NAME)
     filled in as Kubernetes does) against dynalite, reached through
     AWS_ENDPOINT_URL_DYNAMODB instead of the region's endpoint; runs the ECS health
     check's command while the worker runs and after it has stopped; then sends SIGTERM
-    and requires the worker to drain and exit 0 within the stop timeout.
+    and requires the worker to drain and exit 0 within the stop timeout; /readyz must
+    answer 200 once the worker has reached dynalite.
 
 Usage: deploy_test.py BUILD_DIR LEASEPROOF_BINARY
 Starts dynalite itself (scripts/dynalite.sh, a private state dir) and ends every process
@@ -104,12 +107,13 @@ def check_ecs(image):
 
 
 def check_statefulset(image):
-    documents = list(yaml.safe_load_all(open(os.path.join(DEPLOY, "k8s-workers.yaml"))))
+    text = open(os.path.join(DEPLOY, "k8s-workers.yaml")).read()
+    documents = list(yaml.safe_load_all(text))
     statefulset = next(d for d in documents if d["kind"] == "StatefulSet")
     pod = statefulset["spec"]["template"]
     container = pod["spec"]["containers"][0]
-    if container["image"] != image:
-        fail(f"the StatefulSet's image is {container['image']}, not {image}")
+    if container["image"] != f"REGISTRY/{image}":
+        fail(f"the StatefulSet's image is {container['image']}, not REGISTRY/{image} (a registry to replace)")
     argv = container["args"]
     if argv[0] != "worker" or flag(argv, "--worker-id") != "$(POD_NAME)":
         fail(f"the StatefulSet does not run `worker --worker-id $(POD_NAME)`: {argv}")
@@ -121,33 +125,61 @@ def check_statefulset(image):
     grace = pod["spec"]["terminationGracePeriodSeconds"]
     if not grace > drain:
         fail(f"the grace period {grace} s is not above --drain-timeout {drain} s")
-    probe = container["readinessProbe"]["httpGet"]
-    if probe != {"path": "/healthz", "port": port}:
-        fail(f"the readiness probe {probe} is not /healthz on the --http port {port}")
+    capacity = flag(argv, "--capacity")
+    if capacity is None or not capacity.isdigit() or "--capacity" not in text.split("apiVersion")[0]:
+        fail("the StatefulSet passes no --capacity, or the file's header does not say how to size it")
+    probes = {"livenessProbe": "/healthz", "readinessProbe": "/readyz"}
+    for probe, path in probes.items():
+        got = container.get(probe, {}).get("httpGet")
+        if got != {"path": path, "port": port}:
+            fail(f"the {probe} {got} is not {path} on the --http port {port}")
     annotations = pod["metadata"]["annotations"]
     wanted = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
     if any(annotations.get(k) != v for k, v in wanted.items()):
         fail(f"the scrape annotations {annotations} are not {wanted}")
     if statefulset["spec"]["serviceName"] not in [d["metadata"]["name"] for d in documents if d["kind"] == "Service"]:
         fail("the StatefulSet's serviceName names no Service in the file")
-    print(f"PASS StatefulSet: image {image}, --worker-id $(POD_NAME), grace {grace} s > drain {drain} s, "
-          f"readiness /healthz:{port}, scraped")
+    budgets = [d for d in documents if d["kind"] == "PodDisruptionBudget"]
+    labels = pod["metadata"]["labels"]
+    if not budgets or budgets[0]["spec"].get("selector", {}).get("matchLabels") != labels:
+        fail(f"no PodDisruptionBudget selects the StatefulSet's pods ({labels})")
+    account = next((d for d in documents if d["kind"] == "ServiceAccount"
+                    and d["metadata"]["name"] == pod["spec"]["serviceAccountName"]), None)
+    role = (account or {}).get("metadata", {}).get("annotations", {}).get("eks.amazonaws.com/role-arn", "")
+    if "ACCOUNT_ID" not in role:
+        fail(f"the service account has no IRSA role annotation to replace (eks.amazonaws.com/role-arn: {role!r})")
+    if "force-delete" not in text or "same --worker-id" not in text:
+        fail("the file does not warn against force-deleting a worker pod (two processes with one worker id)")
+    print(f"PASS StatefulSet: image REGISTRY/{image}, --worker-id $(POD_NAME), --capacity {capacity}, grace {grace} s "
+          f"> drain {drain} s, liveness /healthz and readiness /readyz on :{port}, scraped, a disruption budget, "
+          f"an IRSA role to replace, the force-delete warning")
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     return argv, env, port, grace
 
 
 def check_gate_images(image):
     for document in yaml.safe_load_all(open(os.path.join(DEPLOY, "gate-shards.k8s.yaml"))):
+        if document["kind"] != "Job":
+            continue
         for container in document["spec"]["template"]["spec"]["containers"]:
-            if container["image"] != image:
-                fail(f"the gate Job {document['metadata']['name']} names {container['image']}, not {image}")
-    print(f"PASS gate Jobs: image {image}")
+            if container["image"] != f"REGISTRY/{image}":
+                fail(f"the gate Job {document['metadata']['name']} names {container['image']}, not REGISTRY/{image}")
+    print(f"PASS gate Jobs: image REGISTRY/{image}")
 
 
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def probe(port, path):
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2).status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def healthz(port):
@@ -171,6 +203,10 @@ def run_worker(name, argv, env, port, stop_timeout, health_command, workdir):
             if time.monotonic() > deadline or process.poll() is not None:
                 fail(f"{name}: /healthz not 200 within 15 s (exit {process.poll()}): {open(log_path).read()[-800:]}")
             time.sleep(0.1)
+        while probe(port, "/readyz") != 200:
+            if time.monotonic() > deadline or process.poll() is not None:
+                fail(f"{name}: /readyz not 200 within 15 s (exit {process.poll()}): {open(log_path).read()[-800:]}")
+            time.sleep(0.1)
         if health_command is not None:
             checked = subprocess.run(["sh", "-c", health_command], capture_output=True, timeout=10)
             if checked.returncode != 0:
@@ -189,7 +225,8 @@ def run_worker(name, argv, env, port, stop_timeout, health_command, workdir):
         log = open(log_path).read()
         if '"event":"worker.stop"' not in log:
             fail(f"{name}: no worker.stop line: {log[-800:]}")
-        print(f"PASS {name}: ran from the package, /healthz 200, drained in {time.monotonic() - started:.2f} s")
+        print(f"PASS {name}: ran from the package, /healthz and /readyz 200, drained in "
+              f"{time.monotonic() - started:.2f} s")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -172,6 +173,37 @@ TEST_F(LeaseHostReal, DrainStopsEveryConnectionAndCallsDone) {
   ASSERT_TRUE(run_until([&] { return drained; }, std::chrono::seconds(10)));
   EXPECT_EQ(reasons, std::vector<StopReason>{StopReason::drained});
   EXPECT_FALSE(owned.front()->acting());
+}
+
+// /readyz's answer: not ready before DynamoDB has answered, ready once it
+// has, not ready while draining; a worker whose endpoint refuses every
+// connection is never ready.
+TEST_F(LeaseHostReal, ReadinessFollowsDynamoAnswersAndTheDrain) {
+  std::vector<OwnedConnectionPtr> owned;
+  LeaseHostCallbacks callbacks;
+  callbacks.gained = [&](const OwnedConnectionPtr& o) { owned.push_back(o); };
+  LeaseHost host(io_, options_, callbacks);
+  EXPECT_EQ(host.readiness(), "no answer from DynamoDB yet");
+  host.start();
+  ASSERT_TRUE(run_until([&] { return !owned.empty(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(host.readiness(), "");
+  bool drained = false;
+  host.drain([&] { drained = true; });
+  EXPECT_EQ(host.readiness(), "draining");
+  ASSERT_TRUE(run_until([&] { return drained; }, std::chrono::seconds(10)));
+
+  // A worker whose DynamoDB never answers (a port nothing listens on).
+  boost::asio::ip::tcp::acceptor closed(io_, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const uint16_t port = closed.local_endpoint().port();
+  closed.close();
+  LeaseHostOptions unreachable = options_;
+  unreachable.worker_id = "w2";
+  unreachable.dynamo.endpoint_url = fmt::format("http://127.0.0.1:{}", port);
+  LeaseHost lonely(io_, unreachable, LeaseHostCallbacks{});
+  lonely.start();
+  run_until([] { return false; }, std::chrono::seconds(1));
+  EXPECT_EQ(lonely.readiness(), "no answer from DynamoDB yet");
+  EXPECT_GT(lonely.counters().dynamo_transport_errors, 0u);
 }
 
 }  // namespace

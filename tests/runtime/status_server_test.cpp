@@ -1,4 +1,4 @@
-// runtime/worker/status_server.hpp on 127.0.0.1: /healthz and /metrics from their
+// runtime/worker/status_server.hpp on 127.0.0.1: /healthz, /readyz and /metrics from their
 // callbacks, 404 and 405 otherwise. Every wait is bounded.
 #include <chrono>
 #include <string>
@@ -42,12 +42,13 @@ std::string exchange(asio::io_context& io, uint16_t port, const std::string& req
   return answer;
 }
 
-TEST(StatusServer, AnswersHealthAndMetricsFromItsCallbacks) {
+TEST(StatusServer, AnswersHealthReadinessAndMetricsFromItsCallbacks) {
   asio::io_context io;
   bool healthy = true;
+  std::string not_ready = "no answer from DynamoDB yet";
   int metrics_calls = 0;
   StatusServer server(io, "127.0.0.1", 0,
-                      StatusServer::Routes{[&] { return healthy; },
+                      StatusServer::Routes{[&] { return healthy; }, [&] { return not_ready; },
                                            [&] {
                                              ++metrics_calls;
                                              return std::string{"leaseproof_worker_active_connections 3\n"};
@@ -59,10 +60,22 @@ TEST(StatusServer, AnswersHealthAndMetricsFromItsCallbacks) {
   healthy = false;
   answer = exchange(io, server.port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+  // Readiness says why not, and is independent of liveness.
+  answer = exchange(io, server.port(), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 503"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("\r\n\r\nnot ready: no answer from DynamoDB yet\n"), std::string::npos) << answer;
+  not_ready.clear();
+  answer = exchange(io, server.port(), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("\r\n\r\nready\n"), std::string::npos) << answer;
   answer = exchange(io, server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
   EXPECT_NE(answer.find("leaseproof_worker_active_connections 3"), std::string::npos) << answer;
   EXPECT_EQ(metrics_calls, 1);
   EXPECT_NE(exchange(io, server.port(), "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").find("HTTP/1.1 404"), std::string::npos);
+  // Without a readiness callback /readyz is not served.
+  StatusServer plain(io, "127.0.0.1", 0, StatusServer::Routes{});
+  EXPECT_NE(exchange(io, plain.port(), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").find("HTTP/1.1 404"),
+            std::string::npos);
   EXPECT_NE(exchange(io, server.port(), "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").find("HTTP/1.1 405"),
             std::string::npos);
   // Garbage gets no answer and does not stop the server.
