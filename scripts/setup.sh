@@ -11,7 +11,10 @@
 #                            store two hubs share in the lab (scripts/lab.py);
 #                            faketime, a worker with a fast wall clock
 #                            (scripts/real_lab.py); python3-yaml, which reads
-#                            the sharded-gate manifests (tests/gate/manifests_test.py)
+#                            the sharded-gate manifests (tests/gate/manifests_test.py);
+#                            ccache, which CMake uses as the compiler
+#                            launcher when present (a second build of the
+#                            same sources, in any folder, compiles nothing)
 set -euo pipefail
 
 packages=(
@@ -21,7 +24,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libhiredis-dev libssl-dev
 )
 if [[ ${1:-} == tests ]]; then
-  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime python3-yaml)
+  packages+=(chromium fonts-dejavu-core valgrind python3-websockets redis-server faketime python3-yaml ccache)
 elif [[ -n ${1:-} ]]; then
   echo "setup: unknown argument '$1'; expected nothing or 'tests'" >&2
   exit 2
