@@ -130,6 +130,7 @@ void LeaseCheckers::observe(const sim::TraceEvent& event) {
   ownership_.after_apply(event);  // takes the tracker's errors: it reports them
   recovery_.after_apply(event);
   if (acquire_rate_) acquire_rate_->observe(event);
+  if (request_rate_) request_rate_->observe(event);
 }
 
 void LeaseCheckers::settle() {
@@ -166,6 +167,7 @@ std::vector<std::string> LeaseCheckers::violations() const {
   add(ownership_.violations());
   add(recovery_.violations());
   if (acquire_rate_) add(acquire_rate_->violations());
+  if (request_rate_) add(request_rate_->violations());
   return all;
 }
 
@@ -176,6 +178,13 @@ std::string LeaseCheckers::summary() const {
                         "than {})",
                         acquire_rate_->acquires(), acquire_rate_->most_within_a_lease(),
                         AcquireRateChecker::kAcquiresPerLeaseMax);
+  }
+  if (request_rate_) {
+    text += fmt::format("\nrequests: {} sent, at most {} about one connection by one worker within a lease (bound {}), "
+                        "at most {} naming none (bound {})",
+                        request_rate_->requests(), request_rate_->most_per_connection(),
+                        request_rate_->bounds().describe_per_connection(), request_rate_->most_without_connection(),
+                        request_rate_->bounds().describe_without_connection());
   }
   return text;
 }

@@ -31,6 +31,7 @@
 #include "base/ids.hpp"
 #include "base/time.hpp"
 #include "properties/acquire_rate_checker.hpp"
+#include "properties/request_rate_checker.hpp"
 #include "sim/trace.hpp"
 
 namespace leaseproof::properties {
@@ -530,6 +531,8 @@ class LeaseCheckers {
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { recovery_.set_watcher_bounds(std::move(bounds)); }
   // Judges acquire storms too (AcquireRateChecker), for leases of this length.
   void judge_acquire_rate(Duration lease_duration) { acquire_rate_.emplace(names_, lease_duration); }
+  // Judges request storms of every kind too (RequestRateChecker).
+  void judge_request_rate(RequestRateBounds bounds) { request_rate_.emplace(names_, bounds); }
   void finish(Instant end);
   void check_liveness(Instant healed_at, Duration bound, Instant end);
   // Appended to every violation, so each one says how to replay it.
@@ -540,11 +543,13 @@ class LeaseCheckers {
   const OwnershipChecker& ownership() const { return ownership_; }
   const RecoveryChecker& recovery() const { return recovery_; }
   const AcquireRateChecker* acquire_rate() const { return acquire_rate_ ? &*acquire_rate_ : nullptr; }
+  const RequestRateChecker* request_rate() const { return request_rate_ ? &*request_rate_ : nullptr; }
 
   std::vector<std::string> violations() const;
   uint64_t violation_count() const {
     return ownership_.violation_count() + recovery_.violation_count() +
-           (acquire_rate_ ? acquire_rate_->violation_count() : 0);
+           (acquire_rate_ ? acquire_rate_->violation_count() : 0) +
+           (request_rate_ ? request_rate_->violation_count() : 0);
   }
   std::string summary() const;
 
@@ -557,6 +562,7 @@ class LeaseCheckers {
   OwnershipChecker ownership_;
   RecoveryChecker recovery_;
   std::optional<AcquireRateChecker> acquire_rate_;
+  std::optional<RequestRateChecker> request_rate_;
   std::string reproduce_;
   bool finished_ = false;
 };

@@ -555,6 +555,13 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
   checkers.set_watcher_bounds(watcher_bounds(options));
   checkers.judge_acquire_rate(options.lease.lease_duration);
+  // The articles' algorithm retries as its source does; the two cores are judged.
+  if (options.lease.algorithm != lease::Algorithm::seed) {
+    const lease::LeaseConfig& c = options.lease;
+    checkers.judge_request_rate(properties::RequestRateBounds{c.lease_duration, c.heartbeat_interval, c.retry_backoff,
+                                                              c.watch_interval, c.reconcile_interval,
+                                                              c.query_pages_max});
+  }
   // The articles' acquire has no epoch: its tenures are judged by overlap alone.
   checkers.ownership().set_tenure_epochs_judged(options.lease.algorithm != lease::Algorithm::seed);
   world.trace().add_checker([&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
@@ -662,6 +669,17 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     checkers.add_fault_window(begin, begin + f.length,
                               fmt::format("writes of {} throttled", world.trace().checker_node_name(worker)), worker);
   }
+  for (const auto& [faults, service, name] : {std::tuple{&o.refusals, dynamo, "DynamoDB"},
+                                               std::tuple{&o.sqs_refusals, sqs, "SQS"}}) {
+    for (const WorkerFault& f : *faults) {
+      const NodeId worker = fleet.all()[f.worker];
+      const Instant begin = Instant::zero() + f.at;
+      world.refuse(worker, service, begin, begin + f.length);
+      checkers.add_fault_window(
+          begin, begin + f.length,
+          fmt::format("{} requests of {} refused", name, world.trace().checker_node_name(worker)), worker);
+    }
+  }
   uint64_t late_notices_sent = 0;
   if (o.late_notices && !o.write_throttles.empty() && !seed_algorithm) {
     const NodeId sender = world.add_node("late-notices", {}, [] { return std::make_unique<FaultSender>(); });
@@ -721,6 +739,9 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   const models::TableAccounting& table = store.accounting(o.lease.table.name);
   if (!o.holds.empty()) result.counters.emplace_back("network.held", world.held_messages());
   if (!o.write_throttles.empty()) result.counters.emplace_back("dynamo.writes_throttled_by_fault", writes_refused);
+  if (!o.refusals.empty() || !o.sqs_refusals.empty()) {
+    result.counters.emplace_back("network.requests_refused", world.refused_requests());
+  }
   if (o.late_notices) result.counters.emplace_back("sqs.late_notices_sent", late_notices_sent);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {

@@ -117,6 +117,12 @@ struct LeaseScenarioOptions {
   // renews fail while it can still read its lease, a watcher reads an expired
   // lease and cannot take it.
   std::vector<WorkerFault> write_throttles;
+  // Worker -> DynamoDB (refusals) or SQS (sqs_refusals): requests sent in
+  // [at, at + length) are refused at once (a closed port, an expired
+  // certificate, a server that resets): the call fails with no answer 1 ms
+  // after it was sent instead of at its timeout (sim::World::refuse).
+  std::vector<WorkerFault> refusals;
+  std::vector<WorkerFault> sqs_refusals;
   // With write_throttles: when each begins, one lease the throttled worker
   // holds gets a late duplicate of a release notice (SQS delivers at least
   // once) sent to the queue a little before that worker's deadline, by up to

@@ -124,6 +124,7 @@ std::string LeaseScenarioOptions::validate() const {
   if (restart_after.is_negative()) return "restart_after must not be negative";
   for (const auto& [name, list] : {std::pair{"pauses", &pauses}, std::pair{"partitions", &partitions},
                                     std::pair{"holds", &holds}, std::pair{"write_throttles", &write_throttles},
+                                    std::pair{"refusals", &refusals}, std::pair{"sqs_refusals", &sqs_refusals},
                                     std::pair{"clock_steps", &clock_steps}}) {
     for (size_t i = 0; i < list->size(); ++i) {
       const WorkerFault& fault = (*list)[i];
@@ -215,6 +216,14 @@ std::string LeaseScenarioOptions::describe() const {
   }
   for (const WorkerFault& f : write_throttles) {
     text += fmt::format("\n  write throttle: worker {} -> dynamodb, writes refused from {} for {}", f.worker, f.at,
+                        f.length);
+  }
+  for (const WorkerFault& f : refusals) {
+    text += fmt::format("\n  refusal: worker {} -> dynamodb, requests refused at once from {} for {}", f.worker, f.at,
+                        f.length);
+  }
+  for (const WorkerFault& f : sqs_refusals) {
+    text += fmt::format("\n  refusal: worker {} -> sqs, requests refused at once from {} for {}", f.worker, f.at,
                         f.length);
   }
   if (late_notices && !write_throttles.empty()) {
@@ -342,7 +351,7 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "late_notices",
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "refusals", "sqs_refusals", "late_notices",
     "clock_steps", "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
@@ -531,6 +540,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.boolean("tenure_returns", options.tenure_returns) && r.faults("pauses", options.pauses) &&
                   r.faults("partitions", options.partitions) && r.faults("holds", options.holds) &&
                   r.duration("hold_delay", options.hold_delay) && r.faults("write_throttles", options.write_throttles) &&
+                  r.faults("refusals", options.refusals) && r.faults("sqs_refusals", options.sqs_refusals) &&
                   r.boolean("late_notices", options.late_notices) &&
                   r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
@@ -642,6 +652,8 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"holds", worker_faults_json(o.holds)},
           {"hold_delay", format_duration(o.hold_delay)},
           {"write_throttles", worker_faults_json(o.write_throttles)},
+          {"refusals", worker_faults_json(o.refusals)},
+          {"sqs_refusals", worker_faults_json(o.sqs_refusals)},
           {"late_notices", o.late_notices},
           {"stops", stops},
           {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},

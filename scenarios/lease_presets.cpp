@@ -139,6 +139,27 @@ void swarm_write_throttles(uint64_t seed, LeaseScenarioOptions& o) {
   o.late_notices = prng.chance(Ratio{1, 2});
 }
 
+// Requests refused at once (their own stream): in one seed in four, one or
+// two windows of 1 s up to 3 minutes in which a worker's DynamoDB calls fail
+// 1 ms after they are sent, as a closed port, an expired certificate or a
+// server that resets answers, instead of at their timeout; in one in eight,
+// the same for its SQS calls.
+void swarm_refusals(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-refusals")};
+  const auto draw = [&](Ratio chance, std::vector<WorkerFault>& out) {
+    if (!prng.chance(chance)) return;
+    const uint64_t count = 1 + prng.below(2);
+    for (uint64_t i = 0; i < count; ++i) {
+      const Duration length = prng.uniform_duration(D::from_s(1), D::from_min(3));
+      if (length >= o.healed_at()) continue;
+      out.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
+                          prng.uniform_duration(D::zero(), o.healed_at() - length), length));
+    }
+  };
+  draw(Ratio{1, 4}, o.refusals);
+  draw(Ratio{1, 8}, o.sqs_refusals);
+}
+
 // Stable worker ids (from their own stream), as real workers started with
 // `--worker-id` keep theirs: a restarted worker takes its predecessor's
 // leases back under a new epoch, and deploys replace workers in place.
@@ -184,6 +205,7 @@ LeaseScenarioOptions swarm(uint64_t seed, LeaseScenarioOptions o) {
   swarm_holds(seed, o);
   swarm_identity(seed, o);
   swarm_write_throttles(seed, o);
+  swarm_refusals(seed, o);
   o.tenure_returns = sim::Prng{sim::derive_seed(seed, "lease/swarm-tenure")}.chance(Ratio{1, 10});
   return o;
 }
@@ -286,6 +308,8 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   drop_faults_after(o->healed_at(), o->partitions);
   drop_faults_after(o->healed_at(), o->holds);
   drop_faults_after(o->healed_at(), o->write_throttles);
+  drop_faults_after(o->healed_at(), o->refusals);
+  drop_faults_after(o->healed_at(), o->sqs_refusals);
   drop_faults_after(o->healed_at(), o->clock_steps);
   std::erase_if(o->stops, [&](const ConnectionStop& stop) { return stop.at >= o->healed_at(); });
   if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
@@ -315,6 +339,8 @@ void make_tenure_return(uint64_t seed, const nlohmann::json& parameters, LeaseSc
   if (!given("pauses")) o.pauses.clear();
   if (!given("partitions")) o.partitions.clear();
   if (!given("write_throttles")) o.write_throttles.clear();
+  if (!given("refusals")) o.refusals.clear();
+  if (!given("sqs_refusals")) o.sqs_refusals.clear();
   if (!given("deploy_at")) o.deploy_at.reset();
   // Put mode's record puts are unfenced: held past a lease is beyond them.
   if (!stream_mode_given) o.stream.mode = resume::RecordMode::transact;
@@ -335,7 +361,8 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   // include it (otherwise a fault naming worker 4 would be valid for the
   // seeds that draw 5 workers and refused for the others).
   if (!given("workers")) {
-    for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.write_throttles, &o.clock_steps}) {
+    for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.write_throttles, &o.refusals, &o.sqs_refusals,
+                              &o.clock_steps}) {
       for (const WorkerFault& f : *faults) {
         if (f.worker < kWorkersMax) o.workers = std::max(o.workers, f.worker + 1);
       }
@@ -346,7 +373,8 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                                                                                                      : no_stream;
   const auto stream_given = [&](const char* field) { return stream.contains(field); };
   for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions},
-                               std::pair{"holds", &o.holds}, std::pair{"write_throttles", &o.write_throttles}}) {
+                               std::pair{"holds", &o.holds}, std::pair{"write_throttles", &o.write_throttles},
+                               std::pair{"refusals", &o.refusals}, std::pair{"sqs_refusals", &o.sqs_refusals}}) {
     if (given(field)) continue;
     // A hold lasts until its last held request arrives.
     const Duration tail = faults == &o.holds ? o.hold_delay : Duration::zero();

@@ -69,6 +69,7 @@ struct World::Link {
     Duration max;
   };
   std::vector<Hold> holds;
+  std::vector<std::pair<Instant, Instant>> refusals;
   Instant last_arrival = Instant::zero();
 };
 
@@ -318,6 +319,19 @@ void World::hold(NodeId from, NodeId to, Instant start, Instant end, Duration ho
   link(from, to).holds.push_back(Link::Hold{start, end, hold_min, hold_max});
 }
 
+void World::refuse(NodeId from, NodeId to, Instant start, Instant end) {
+  LP_ASSERT_LE(start, end);
+  link(from, to).refusals.emplace_back(start, end);
+  any_refusals_ = true;
+}
+
+bool World::refused(NodeId from, NodeId to, Instant at_time) const {
+  const Link* l = find_link(from, to);
+  if (l == nullptr) return false;
+  return std::any_of(l->refusals.begin(), l->refusals.end(),
+                     [at_time](const auto& r) { return r.first <= at_time && at_time < r.second; });
+}
+
 bool World::partitioned(NodeId from, NodeId to, Instant at_time) const {
   const Link* l = find_link(from, to);
   if (l == nullptr) return false;
@@ -350,6 +364,9 @@ uint64_t World::send(NodeId from, NodeId to, Message message, uint64_t reply_to,
   Duration retransmit = Duration::zero();
   if (!l.partitions.empty() && partitioned(from, to, now())) {
     lost_reason = "partition";
+  } else if (expects_reply && !l.refusals.empty() && refused(from, to, now())) {
+    lost_reason = "refused";  // the caller's call fails after kRefusedAfter (NodeContext::call)
+    ++refused_requests_;
   } else if (network_prng_.chance(l.config.loss)) {
     // A TCP stream retransmits a lost segment: it arrives one RTO late (and,
     // the link being FIFO, holds back what follows). Datagram-like traffic
@@ -492,9 +509,13 @@ uint64_t NodeContext::call(NodeId to, Message message, Duration timeout, ReplyCa
   World::Node& node = world_->get(node_);
   if (node.state == ProcessState::down) return 0;
   LP_ASSERT(on_reply != nullptr);
+  // Decided on the same instant as send() decides it (a partition drops the
+  // request first: the call then times out).
+  const bool refused = world_->any_refusals_ && world_->refused(node_, to, world_->now()) &&
+                       !world_->partitioned(node_, to, world_->now());
   const uint64_t request = world_->send(node_, to, std::move(message), 0, true);
   const uint64_t timer = world_->set_timer(
-      node_, timeout, "rpc_timeout",
+      node_, refused ? World::kRefusedAfter : timeout, "rpc_timeout",
       [world = world_, id = node_, request] {
         World::Node& n = world->get(id);
         auto pending = n.pending_calls.find(request);

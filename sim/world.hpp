@@ -166,6 +166,16 @@ class World {
   void hold(NodeId from, NodeId to, Instant start, Instant end, Duration hold_min, Duration hold_max);
   // Messages held so far (coverage).
   uint64_t held_messages() const { return held_messages_; }
+  // Directed: requests from -> to *sent* in [start, end) are refused at
+  // once, as a closed port, a TLS failure or a server that resets answer:
+  // the request is dropped (traced as a drop labelled "refused") and the
+  // caller's call fails with no answer kRefusedAfter later, not at its
+  // timeout. Replies and one-way messages pass.
+  void refuse(NodeId from, NodeId to, Instant start, Instant end);
+  bool refused(NodeId from, NodeId to, Instant at) const;
+  static constexpr Duration kRefusedAfter = Duration::from_ms(1);  // a refused connect's round trip
+  // Requests refused so far (coverage).
+  uint64_t refused_requests() const { return refused_requests_; }
   bool partitioned(NodeId from, NodeId to, Instant at) const;
   // Every link from or to `node` is a TCP stream, whatever its config says:
   // it never reorders, and random loss delays a message by one
@@ -220,6 +230,8 @@ class World {
   Prng network_prng_;
   Prng hold_prng_;  // held messages' delays: a run without holds draws nothing from it
   uint64_t held_messages_ = 0;
+  uint64_t refused_requests_ = 0;
+  bool any_refusals_ = false;  // calls skip the refusal lookup until one is set
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Process>> graveyard_;  // exited processes, freed between events
   LinkConfig default_link_;

@@ -164,6 +164,7 @@ uint64_t LeaseManager::send(Actions& out, RequestKind kind, std::string_view con
   pending.kind = kind;
   pending.connection = std::string{connection};
   pending.sent = now_mono;
+  pending.request_sent = now_mono;
   pending.epoch = epoch;
   pending_.emplace(token, std::move(pending));
   // Built in place: the request moves once here, once more into the message.
@@ -295,13 +296,25 @@ void LeaseManager::confirm(std::string_view connection, Held& held, Instant sent
   out.push_back(OpenSession{std::string{connection}, held.epoch, held.ws_url, held.stream_epoch, held.last_seq});
 }
 
-void LeaseManager::on_timer(Clock now, Actions& out) { expire_deadlines(now, out); }
+void LeaseManager::on_timer(Clock now, Actions& out) {
+  handle_early_failures(now, out);
+  expire_deadlines(now, out);
+}
+
+void LeaseManager::handle_early_failures(Clock now, Actions& out) {
+  while (!early_failures_.empty() && early_failures_.begin()->first <= now.monotonic) {
+    const uint64_t token = early_failures_.begin()->second;
+    early_failures_.erase(early_failures_.begin());
+    on_reply(token, nullptr, now, out);  // at its timeout now: handled as one
+  }
+}
 
 Instant LeaseManager::next_deadline() const {
   // Drop entries that later changes made stale (their connection is now due
   // later, or not at all); a fresher entry exists for the real due time.
   while (!wakeups_.empty() && wakeups_.top().at < due_time(wakeups_.top().slot)) pop_wakeup();
-  return wakeups_.empty() ? Instant::max() : wakeups_.top().at;
+  const Instant early = early_failures_.empty() ? Instant::max() : early_failures_.begin()->first;
+  return std::min(early, wakeups_.empty() ? Instant::max() : wakeups_.top().at);
 }
 
 uint32_t LeaseManager::active_connections() const {
@@ -330,6 +343,12 @@ void LeaseManager::renew(std::string_view connection, Held& held, Clock now, Act
 void LeaseManager::on_reply(uint64_t token, const dynamo::Result<dynamo::Response>* reply, Clock now, Actions& out) {
   auto it = pending_.find(token);
   LP_ASSERT_MSG(it != pending_.end(), "reply for unknown token {}", token);
+  if (reply == nullptr && now.monotonic - it->second.request_sent < config_.request_timeout / 2) {
+    // Failed long before its timeout: handled at the timeout (early_failures_).
+    early_failures_.emplace(it->second.request_sent + config_.request_timeout, token);
+    out.push_back(Mark{"lease.early_failure_held"});
+    return;
+  }
   const Pending pending = std::move(it->second);
   pending_.erase(it);
   expire_deadlines(now, out);

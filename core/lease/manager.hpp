@@ -164,6 +164,7 @@ class LeaseManager {
     RequestKind kind = RequestKind::read;
     std::string connection;
     Instant sent;
+    Instant request_sent;  // this request's own send (`sent` may be an earlier one's: an acquire's)
     int64_t epoch = 0;
     bool acquire_read = false;  // a read after an ambiguous acquire
     int64_t acquire_expires_ms = 0;  // what the acquire writes: tells whether it applied
@@ -378,6 +379,15 @@ class LeaseManager {
   size_t held_count_ = 0;
   size_t watch_count_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by token; found, never walked
+  // Replies with no answer that came back in less than half the request
+  // timeout (a refused connection, a TLS failure, a reset): each is handled
+  // when its request would have timed out, as if it had, so every retry the
+  // core makes after a failure is paced by the timeout whatever the
+  // transport. Without this, the paths that retry at once (a read after an
+  // ambiguous acquire, a renew's read, a release) send one request per round
+  // trip. By due time (monotonic), then token.
+  std::set<std::pair<Instant, uint64_t>> early_failures_;
+  void handle_early_failures(Clock now, Actions& out);
   std::set<std::string, std::less<>> acquiring_;
   std::set<std::string, std::less<>> known_workers_;  // owners seen by the last sweep
   uint64_t known_workers_version_ = 1;             // +1 whenever known_workers_ changes

@@ -720,5 +720,80 @@ TEST(LeaseManager, CorePausedOwnerSurvivesTheSamePauses) {
   }
 }
 
+// A call that fails long before its timeout (a refused connection, an
+// expired certificate) is handled when the request would have timed out, as
+// if it had: the release notice's acquire fails at once, then its reads do,
+// and each next request waits for the last one's timeout. Before, the reads
+// after an ambiguous acquire went out one per round trip for a whole lease
+// (20,000 within one in lease-swarm seed 94).
+TEST(LeaseManager, AFailureThatComesBackAtOnceIsHandledAtItsRequestsTimeout) {
+  LeaseConfig config;
+  PrngSource random{7};
+  FaultHook faults;
+  LeaseManager manager(config, "w1", random, faults);
+  Clock now{Instant::from_ns(1'700'000'000'000'000'000), Instant::from_ns(1'000'000'000)};
+  const auto advance = [&](Duration by) {
+    now.wall = now.wall + by;
+    now.monotonic = now.monotonic + by;
+  };
+  const auto calls = [](const Actions& actions) {
+    std::vector<DynamoCall> found;
+    for (const Action& action : actions) {
+      if (const auto* call = std::get_if<DynamoCall>(&action)) found.push_back(*call);
+    }
+    return found;
+  };
+  const auto marked = [](const Actions& actions, std::string_view name) {
+    return std::any_of(actions.begin(), actions.end(), [name](const Action& a) {
+      const auto* mark = std::get_if<Mark>(&a);
+      return mark != nullptr && mark->name == name;
+    });
+  };
+  Actions out;
+  manager.start(now, out);
+  out.clear();
+  ASSERT_TRUE(manager.on_released("c1", now, out));
+  std::vector<DynamoCall> sent = calls(out);
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].kind, RequestKind::acquire);
+  const auto of_c1 = [&](const Actions& actions) {
+    std::vector<DynamoCall> found;
+    for (const DynamoCall& call : calls(actions)) {
+      if (call.connection == "c1") found.push_back(call);
+    }
+    return found;
+  };
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const Instant request_sent = now.monotonic;
+    advance(1_ms);
+    out.clear();
+    manager.on_reply(sent[0].token, nullptr, now, out);  // refused, 1 ms after it was sent
+    EXPECT_TRUE(of_c1(out).empty()) << "attempt " << attempt << ": retried at once";
+    EXPECT_TRUE(marked(out, "lease.early_failure_held"));
+    EXPECT_LE(manager.next_deadline(), request_sent + config.request_timeout);
+    // Whatever else falls due meanwhile (the first sweep), nothing about c1
+    // goes out before the request's timeout; at it, one read of the lease.
+    const Instant timeout = request_sent + config.request_timeout;
+    while (manager.next_deadline() < timeout) {
+      advance(manager.next_deadline() - now.monotonic);
+      out.clear();
+      manager.on_timer(now, out);
+      EXPECT_TRUE(of_c1(out).empty()) << "attempt " << attempt << ": c1 before its timeout";
+    }
+    advance(timeout - now.monotonic);
+    out.clear();
+    manager.on_timer(now, out);
+    sent = of_c1(out);
+    ASSERT_EQ(sent.size(), 1u) << "attempt " << attempt;
+    EXPECT_EQ(sent[0].kind, RequestKind::read);
+  }
+  // A failure that takes as long as a timeout is handled at once.
+  advance(config.request_timeout);
+  out.clear();
+  manager.on_reply(sent[0].token, nullptr, now, out);
+  EXPECT_FALSE(marked(out, "lease.early_failure_held"));
+  EXPECT_EQ(of_c1(out).size(), 1u);
+}
+
 }  // namespace
 }  // namespace leaseproof::lease::test

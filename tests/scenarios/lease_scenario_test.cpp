@@ -412,6 +412,10 @@ TEST(LeaseScenario, SwarmPassesAndCoversTheCoresRarePaths) {
   EXPECT_EQ(totals["dynamo.scans"], 0u);
   EXPECT_GT(totals["dynamo.writes_throttled_by_fault"], 0u);  // write_throttles drawn, and they bit
   EXPECT_GT(totals["sqs.late_notices_sent"], 0u);             // late_notices drawn with them, and sent
+  // Requests refused at once drawn, refused, and each failure held to its
+  // request's timeout by the core (RequestRateChecker judged every run).
+  EXPECT_GT(totals["network.requests_refused"], 0u);
+  EXPECT_GT(totals["mark.lease.early_failure_held"], 0u);
   // Streaming in the same swarm: every reset a correct hub can send (a
   // correct hub never lets a position get ahead of its top: that reset is
   // covered by the hub's own tests) and every close path.
