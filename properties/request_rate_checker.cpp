@@ -40,17 +40,23 @@ std::string RequestRateBounds::describe_without_connection() const {
 
 void RequestRateChecker::observe(const sim::TraceEvent& event) {
   if (event.kind != sim::EventKind::note || event.label != "lease.request") return;
-  const text::Words words = text::split_words(event.detail);
-  if (words.size() < 2) return;  // the ownership checker reports a malformed note
+  // "<kind> <connection> ...": the first two words, without splitting the rest.
+  const std::string_view detail = event.detail;
+  const size_t kind_end = detail.find(' ');
+  if (kind_end == std::string_view::npos) return;  // the ownership checker reports a malformed note
+  const std::string_view kind = detail.substr(0, kind_end);
+  const size_t connection_end = detail.find(' ', kind_end + 1);
+  const std::string_view connection = detail.substr(kind_end + 1, connection_end - kind_end - 1);
+  if (connection.empty()) return;
   // The sink's record and checkpoint writes follow the stream's message rate
   // (their retries, its full-jitter backoff): not the lease core's pacing.
-  if (words[0] == "record" || words[0] == "record_put" || words[0] == "checkpoint") return;
+  if (kind == "record" || kind == "record_put" || kind == "checkpoint") return;
   ++requests_;
   const Instant now = event.true_time;
-  const bool named = words[1] != "-";
-  auto& of_worker = recent_[event.node];
-  auto found = of_worker.find(words[1]);
-  if (found == of_worker.end()) found = of_worker.emplace(std::string{words[1]}, Recent{}).first;
+  const bool named = connection != "-";
+  ByConnection& of_worker = recent_[event.node];
+  auto found = of_worker.find(connection);
+  if (found == of_worker.end()) found = of_worker.emplace(std::string{connection}, Recent{}).first;
   Recent& recent = found->second;
   while (!recent.sent.empty() && recent.sent.front() + bounds_.lease_duration <= now) recent.sent.pop_front();
   if (recent.sent.empty()) recent.reported = false;
@@ -58,7 +64,7 @@ void RequestRateChecker::observe(const sim::TraceEvent& event) {
   const auto count = static_cast<uint32_t>(recent.sent.size());
   uint32_t& most = named ? most_per_connection_ : most_without_connection_;
   most = std::max(most, count);
-  const uint32_t bound = named ? bounds_.per_connection() : bounds_.without_connection();
+  const uint32_t bound = named ? per_connection_ : without_connection_;
   if (count <= bound || recent.reported) return;
   recent.reported = true;
   ++violation_count_;
@@ -67,7 +73,7 @@ void RequestRateChecker::observe(const sim::TraceEvent& event) {
         "request storm: {} sent {} requests {} from {} to {} (the last: {}), more than {} within one lease: a failure "
         "must be retried no faster than the core's backoff, however fast it came back",
         text::node_name(names_, event.node), count,
-        named ? fmt::format("about connection {}", words[1]) : std::string{"naming no connection (reconcile pages)"},
+        named ? fmt::format("about connection {}", connection) : std::string{"naming no connection (reconcile pages)"},
         recent.sent.front(), now, event.detail,
         named ? bounds_.describe_per_connection() : bounds_.describe_without_connection()));
   }

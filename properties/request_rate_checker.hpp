@@ -27,6 +27,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/ids.hpp"
@@ -56,7 +58,11 @@ struct RequestRateBounds {
 
 class RequestRateChecker {
  public:
-  RequestRateChecker(NodeNamer names, RequestRateBounds bounds) : names_(std::move(names)), bounds_(bounds) {}
+  RequestRateChecker(NodeNamer names, RequestRateBounds bounds)
+      : names_(std::move(names)),
+        bounds_(bounds),
+        per_connection_(bounds.per_connection()),
+        without_connection_(bounds.without_connection()) {}
   // A `lease.request` note; other events are ignored.
   void observe(const sim::TraceEvent& event);
 
@@ -76,9 +82,18 @@ class RequestRateChecker {
     std::deque<Instant> sent;  // within the last lease
     bool reported = false;     // one violation per storm
   };
+  // Every request note is looked up here (the hot path of every run): hashed,
+  // found by the note's string_view without a copy. Only found, never walked.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+  using ByConnection = std::unordered_map<std::string, Recent, Hash, std::equal_to<>>;
   NodeNamer names_;
   RequestRateBounds bounds_;
-  std::map<NodeId, std::map<std::string, Recent, std::less<>>> recent_;  // worker -> connection ("-") -> recent
+  uint32_t per_connection_ = 0;      // bounds_.per_connection(), once
+  uint32_t without_connection_ = 0;  // bounds_.without_connection(), once
+  std::map<NodeId, ByConnection> recent_;  // worker -> connection ("-") -> recent
   std::vector<std::string> violations_;
   uint64_t violation_count_ = 0;
   uint64_t requests_ = 0;
