@@ -73,6 +73,29 @@ void check_output_file(std::string_view flag, const std::string& path) {
   if (!existed) fs::remove(probe, error);
 }
 
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& dispatch) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "leaseproof: error: {}\nRun 'leaseproof --help' (or 'leaseproof <command> --help') for usage.\n",
+               e.what());
+    return kExitUsage;
+  }
+  try {
+    check_option_values(app);
+    return dispatch();
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "leaseproof: error: {}\n", e.message);
+    return kExitUsage;
+  }
+}
+
 void check_option_values(const CLI::App& app) {
   for (const CLI::Option* option : app.get_options()) {
     if (option->count() == 0 || option->get_expected_min() == 0) continue;  // not given, or a flag

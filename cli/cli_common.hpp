@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -88,6 +89,11 @@ void check_output_file(std::string_view flag, const std::string& path);
 // for an unsigned option (`--memberships -5` wrapped around). Checked for
 // every option of the parsed commands; throws UsageError naming the option.
 void check_option_values(const CLI::App& app);
+// Parses argv into `app` (help and version answered, a parse error printed
+// with a pointer to --help: exit 2), checks the option values, then returns
+// dispatch()'s status; a UsageError from either is printed, exit 2. Both
+// binaries' main.
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& dispatch);
 
 void check_distinct_outputs(std::initializer_list<std::pair<std::string_view, std::string_view>> outputs);
 void check_output_directory(std::string_view flag, const std::string& path);

@@ -390,21 +390,7 @@ int main(int argc, char** argv) {
         ->group("Commands on real sockets (run by leaseproof-runtime, beside this binary)");
   }
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "leaseproof: error: {}\nRun 'leaseproof --help' (or 'leaseproof <command> --help') for usage.\n",
-               e.what());
-    return kExitUsage;
-  }
-  try {
-    check_option_values(app);
+  return parse_and_run(app, argc, argv, [&] {
     if (run->parsed()) return run_command(run_args, inline_checks);
     if (timeline->parsed()) return timeline_command(timeline_args);
     if (det->parsed()) return check_determinism_command(det_args);
@@ -417,9 +403,6 @@ int main(int argc, char** argv) {
     if (merge->parsed()) return report_merge_command(merge_args);
     if (registry_scale->parsed()) return leaseproof::cli::registry_scale_command(registry_scale_args);
     if (check_real->parsed()) return leaseproof::cli::check_real_command(check_real_args);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;
-  }
-  return kExitUsage;
+  });
 }

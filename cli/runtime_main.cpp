@@ -5,7 +5,6 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "cli/cli_common.hpp"
 #include "cli/dynamo_command.hpp"
@@ -47,21 +46,7 @@ int main(int argc, char** argv) {
                      "Send to the model and to this endpoint; print the answers that differ")
       ->type_name("URL");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "leaseproof: error: {}\nRun 'leaseproof --help' (or 'leaseproof <command> --help') for usage.\n",
-               e.what());
-    return kExitUsage;
-  }
-  try {
-    check_option_values(app);
+  return parse_and_run(app, argc, argv, [&] {
     if (replay->parsed()) return dynamo_replay_command(replay_args);
     if (hub->parsed()) return hub_command(hub_args);
     if (subscribe->parsed()) return subscribe_command(subscribe_args);
@@ -71,9 +56,6 @@ int main(int argc, char** argv) {
         control.create_queue->parsed() || control.owners->parsed()) {
       return control_command(control, control_args);
     }
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "leaseproof: error: {}\n", e.message);
     return kExitUsage;
-  }
-  return kExitUsage;
+  });
 }

@@ -414,6 +414,14 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
   if (full.chance(Ratio{1, 8}) && !options.tenure_returns && !parameters.contains("capacity") && options.workers > 0) {
     options.lease.capacity = (options.connections + options.workers - 1) / options.workers;
     if (full.chance(Ratio{1, 2}) && !parameters.contains("sqs_wait")) options.sqs_wait = D::from_s(5);
+    // No worker has room for another's connections: one whose DynamoDB
+    // refuses it strands its own until the refusal ends, as a partition
+    // does. A full fleet's drawn refusals last at most a minute, as its
+    // drawn partitions do, so the sweep's bound still holds (lease-swarm
+    // seed 500301: 2m34s of refusals, a connection ownerless for 1m51s).
+    if (!parameters.contains("refusals")) {
+      for (WorkerFault& f : options.refusals) f.length = std::min(f.length, D::from_min(1));
+    }
   }
   LeaseScenarioOptions drawn = options;
   swarm_clocks(seed, options, drawn);
