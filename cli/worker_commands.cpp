@@ -209,6 +209,63 @@ std::string call(runtime::BlockingDynamoHttpClient& client, const dynamo::Reques
   return fmt::format("{} ({})", type, result.response().body.dump());
 }
 
+bool condition_failed(const std::string& error) { return error.starts_with("ConditionalCheckFailedException"); }
+
+// Names, the first 20 of them, for one line.
+std::string some_of(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 20;
+  const std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
+  return fmt::format("{}{}", fmt::join(shown, " "), names.size() > kShown ? fmt::format(" (+{} more)", names.size() - kShown) : "");
+}
+
+// `control start` and `control stop` over a list of connections, each
+// attempted whatever happened to the others. Start creates a connection, or
+// starts a STOPPED one again, and reports one already STARTED without
+// failing; stop stops one that exists. Every failure is named on stderr;
+// exit 1 when there was one.
+int start_or_stop(runtime::BlockingDynamoHttpClient& client, const lease::LeaseConfig& config, bool start,
+                  const std::vector<std::string>& connections, const std::string& url) {
+  size_t created = 0, restarted = 0, stopped = 0;
+  std::vector<std::string> already, failed;
+  for (const std::string& connection : connections) {
+    std::string error = call(client,
+                             start ? lease::create_connection_request(config, connection, url)
+                                   : lease::stop_connection_request(config, connection),
+                             false);
+    if (error.empty()) {
+      ++(start ? created : stopped);
+      continue;
+    }
+    if (start && condition_failed(error)) {  // it exists: STOPPED is started again, STARTED is left
+      error = call(client, lease::restart_connection_request(config, connection, url), false);
+      if (error.empty()) {
+        ++restarted;
+        continue;
+      }
+      if (condition_failed(error)) {
+        already.push_back(connection);
+        continue;
+      }
+    } else if (condition_failed(error)) {
+      error = "no such connection";
+    }
+    fmt::print(stderr, "leaseproof control: {} {}: {}\n", start ? "start" : "stop", connection, error);
+    failed.push_back(connection);
+  }
+  if (start) {
+    print_line(fmt::format("control: start {} connection(s): created {}, started again {} (were STOPPED), already "
+                           "started {}{}",
+                           connections.size(), created, restarted, already.size(),
+                           already.empty() ? "" : fmt::format(" ({})", some_of(already))));
+  } else {
+    print_line(fmt::format("control: stopped {} of {} connection(s)", stopped, connections.size()));
+  }
+  if (failed.empty()) return 0;
+  fmt::print(stderr, "leaseproof control: {} failed for {} of {} connection(s): {}\n", start ? "start" : "stop",
+             failed.size(), connections.size(), some_of(failed));
+  return kExitFailed;
+}
+
 // The registry's rows carry `expiresAt` (epoch seconds): DynamoDB's TTL
 // deletes them once past it (seed 003's cleanup of lost $disconnects). An
 // endpoint without UpdateTimeToLive (dynalite) is told, not fatal: the
@@ -574,22 +631,7 @@ int control_command(const ControlCommands& commands, const ControlArgs& args) {
     print_line(fmt::format("control: tables {} are active", fmt::join(tables, ", ")));
     return args.registry_table.empty() ? 0 : enable_registry_ttl(client, args.registry_table);
   }
-  const std::vector<std::string> connections = parse_connections(args.connections);
-  const bool start = commands.start->parsed();
-  size_t done = 0;
-  for (const std::string& connection : connections) {
-    const dynamo::Request request = start ? lease::create_connection_request(config, connection, args.url)
-                                          : lease::stop_connection_request(config, connection);
-    const std::string error = call(client, request, false);
-    if (!error.empty()) {
-      fmt::print(stderr, "leaseproof control: {} {}: {} ({} of {} done)\n", start ? "start" : "stop", connection, error,
-                 done, connections.size());
-      return kExitFailed;
-    }
-    ++done;
-  }
-  print_line(fmt::format("control: {} {} connection(s)", start ? "started" : "stopped", done));
-  return 0;
+  return start_or_stop(client, config, commands.start->parsed(), parse_connections(args.connections), args.url);
 }
 
 }  // namespace leaseproof::cli

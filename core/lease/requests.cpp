@@ -273,6 +273,22 @@ dynamo::Request stop_connection_request(const LeaseConfig& config, std::string_v
   return request;
 }
 
+dynamo::Request restart_connection_request(const LeaseConfig& config, std::string_view connection,
+                                           std::string_view ws_url) {
+  dynamo::UpdateItemRequest request = update(config, connection);
+  std::string expression = "SET desired_state = :started, ws_url = :url";
+  request.write.expression_attribute_values = {{":started", S(kStarted)}, {":url", S(ws_url)},
+                                               {":stopped", S(kStopped)}};
+  if (config.algorithm != Algorithm::seed) {
+    // Back in its reconcile shard: the sweep's index shows it again.
+    expression += ", reconcile_shard = :shard";
+    request.write.expression_attribute_values[":shard"] = S(reconcile_shard(connection, config.table.shards));
+  }
+  request.update_expression = std::move(expression);
+  request.write.condition_expression = "desired_state = :stopped";
+  return request;
+}
+
 // One pass over the item's attributes (sorted by name), each name told apart
 // by its length first: the lease manager parses every item a read, a sweep page
 // or a refused write returns. A missing or mistyped attribute reads as empty or

@@ -75,6 +75,10 @@ dynamo::Request create_table_request(const LeaseConfig& config);
 dynamo::Request create_connection_request(const LeaseConfig& config, std::string_view connection,
                                           std::string_view ws_url);
 dynamo::Request stop_connection_request(const LeaseConfig& config, std::string_view connection);
+// A STOPPED connection started again (its lease fields kept: the epoch goes
+// on from where it was), with `ws_url`; refused unless it is STOPPED.
+dynamo::Request restart_connection_request(const LeaseConfig& config, std::string_view connection,
+                                           std::string_view ws_url);
 
 // A lease item as read back.
 struct LeaseView {
