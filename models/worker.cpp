@@ -29,7 +29,9 @@ void WorkerProcess::on_start(sim::NodeContext& context) {
   // A restarted task is a new process; it is a new worker too unless worker
   // ids are stable (then its predecessor's leases name it).
   process_id_ = fmt::format("{}#{}", context.name(), context.incarnation().value);
-  worker_id_ = environment_.stable_worker_ids ? std::string(context.name()) : process_id_;
+  worker_id_ = !environment_.worker_id.empty()       ? environment_.worker_id
+               : environment_.stable_worker_ids ? std::string(context.name())
+                                                : process_id_;
   random_ = std::make_unique<NodeRandom>(context);
   faults_ = std::make_unique<Faults>(context, environment_);
   manager_.emplace(environment_.config, worker_id_, *random_, *faults_);

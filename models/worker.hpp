@@ -55,6 +55,9 @@ struct WorkerEnvironment {
   // worker finds its predecessor's leases naming it and takes them back
   // under a new epoch, so only the epoch tells the two tenures apart.
   bool stable_worker_ids = false;
+  // Non-empty: the lease owner id whatever stable_worker_ids says. A twin
+  // (LeaseScenarioOptions::twins) runs under another node's stable id.
+  std::string worker_id;
   // Fault sites the core reaches through its FaultHook, by name.
   std::map<std::string, sim::FaultSiteId, LexLess> fault_sites;
 };

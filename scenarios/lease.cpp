@@ -3,6 +3,7 @@
 #include "scenarios/metrics.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -90,6 +91,22 @@ class Fleet final : public models::FleetControl {
     world_.restart(worker);
     if (std::find(running_.begin(), running_.end(), worker) == running_.end()) running_.push_back(worker);
   }
+  // LeaseScenarioOptions::twins: a second process under `worker`'s stable
+  // id, on a node of its own with a clock drawn as any worker's (from its own
+  // stream), outside the fleet's lists: crashes, deploys and the autoscaler
+  // never pick it.
+  NodeId start_twin(uint32_t worker) {
+    models::WorkerEnvironment& twin = twin_environments_.emplace_back(environment_);
+    twin.worker_id = std::string{world_.node_name(all_.at(worker))};
+    sim::ClockModel clock;
+    clock.offset = options_.skew_max.is_zero() ? Duration::zero()
+                                               : twin_clocks_.uniform_duration(-options_.skew_max, options_.skew_max);
+    clock.drift_ppm =
+        options_.drift_ppm_max == 0 ? 0 : twin_clocks_.uniform(-options_.drift_ppm_max, options_.drift_ppm_max + 1);
+    clock.monotonic_origin = Instant::zero() + twin_clocks_.uniform_duration(Duration::from_s(1), Duration::from_h(1000));
+    return world_.add_node(fmt::format("{}-twin{}", twin.worker_id, twin_environments_.size()), clock,
+                           [&twin] { return std::make_unique<WorkerProcess>(twin); });
+  }
   bool is_down(NodeId worker) const override { return world_.state(worker) == sim::ProcessState::down; }
   std::vector<NodeId> running_workers() const override { return running_; }
   uint32_t active_connections(NodeId worker) const override {
@@ -103,6 +120,8 @@ class Fleet final : public models::FleetControl {
   const LeaseScenarioOptions& options_;
   const models::WorkerEnvironment& environment_;
   sim::Prng clocks_;
+  sim::Prng twin_clocks_{world_.prng_for("lease/twin-clocks")};
+  std::deque<models::WorkerEnvironment> twin_environments_;  // stable addresses: each twin's process keeps one
   std::vector<NodeId> all_;
   std::vector<NodeId> running_;
 };
@@ -680,6 +699,14 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
           fmt::format("{} requests of {} refused", name, world.trace().checker_node_name(worker)), worker);
     }
   }
+  uint64_t twins_started = 0;
+  for (const WorkerFault& f : o.twins) {
+    world.at(Instant::zero() + f.at, [&world, &fleet, &twins_started, f] {
+      ++twins_started;
+      const NodeId twin = fleet.start_twin(f.worker);
+      world.at(world.now() + f.length, [&world, twin] { world.crash(twin); });
+    });
+  }
   uint64_t late_notices_sent = 0;
   if (o.late_notices && !o.write_throttles.empty() && !seed_algorithm) {
     const NodeId sender = world.add_node("late-notices", {}, [] { return std::make_unique<FaultSender>(); });
@@ -743,6 +770,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
     result.counters.emplace_back("network.requests_refused", world.refused_requests());
   }
   if (o.late_notices) result.counters.emplace_back("sqs.late_notices_sent", late_notices_sent);
+  if (!o.twins.empty()) result.counters.emplace_back("fleet.twins_started", twins_started);
   result.counters.emplace_back("dynamo.wcu", static_cast<uint64_t>(table.table.write_units));
   for (const auto& [index, units] : table.indexes) {
     result.counters.emplace_back("dynamo.gsi_wcu." + index, static_cast<uint64_t>(units.write_units));

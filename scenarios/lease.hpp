@@ -123,6 +123,12 @@ struct LeaseScenarioOptions {
   // after it was sent instead of at its timeout (sim::World::refuse).
   std::vector<WorkerFault> refusals;
   std::vector<WorkerFault> sqs_refusals;
+  // Two processes, one worker id (stable_worker_ids only): from `at` a second
+  // process runs under worker `worker`'s id beside the first (a StatefulSet
+  // pod force-deleted and rescheduled while its node is cut off, an
+  // operator's second copy), on a node of its own, until it crashes `length`
+  // later (the duplicate found and killed).
+  std::vector<WorkerFault> twins;
   // With write_throttles: when each begins, one lease the throttled worker
   // holds gets a late duplicate of a release notice (SQS delivers at least
   // once) sent to the queue a little before that worker's deadline, by up to

@@ -125,7 +125,7 @@ std::string LeaseScenarioOptions::validate() const {
   for (const auto& [name, list] : {std::pair{"pauses", &pauses}, std::pair{"partitions", &partitions},
                                     std::pair{"holds", &holds}, std::pair{"write_throttles", &write_throttles},
                                     std::pair{"refusals", &refusals}, std::pair{"sqs_refusals", &sqs_refusals},
-                                    std::pair{"clock_steps", &clock_steps}}) {
+                                    std::pair{"twins", &twins}, std::pair{"clock_steps", &clock_steps}}) {
     for (size_t i = 0; i < list->size(); ++i) {
       const WorkerFault& fault = (*list)[i];
       if (fault.worker >= workers) {
@@ -140,6 +140,10 @@ std::string LeaseScenarioOptions::validate() const {
         return fmt::format("{}[{}].length ({}) must be positive", name, i, fault.length);
       }
     }
+  }
+  if (!twins.empty() && !stable_worker_ids) {
+    return "twins: needs stable_worker_ids true (a twin runs under another worker's stable id; without stable ids "
+           "every process has an id of its own)";
   }
   if (hold_delay <= Duration::zero() || hold_delay > Duration::from_min(10)) {
     return fmt::format("hold_delay ({}) must be above 0s and at most 10m", hold_delay);
@@ -224,6 +228,10 @@ std::string LeaseScenarioOptions::describe() const {
   }
   for (const WorkerFault& f : sqs_refusals) {
     text += fmt::format("\n  refusal: worker {} -> sqs, requests refused at once from {} for {}", f.worker, f.at,
+                        f.length);
+  }
+  for (const WorkerFault& f : twins) {
+    text += fmt::format("\n  twin: a second process with worker {}'s id from {}, crashed {} later", f.worker, f.at,
                         f.length);
   }
   if (late_notices && !write_throttles.empty()) {
@@ -351,7 +359,7 @@ struct Reader {
 constexpr const char* kKnownFields[] = {
     "algorithm", "expiry", "workers", "connections", "lease", "heartbeat", "reconcile", "reconcile_jitter",
     "margin", "request_timeout", "capacity", "watch_interval", "skew_max", "fast_worker_offset", "drift_ppm_max", "latency",
-    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "refusals", "sqs_refusals", "late_notices",
+    "jitter", "loss", "sqs_wait", "crash_every", "restart_after", "stable_worker_ids", "tenure_returns", "pauses", "partitions", "holds", "hold_delay", "write_throttles", "refusals", "sqs_refusals", "twins", "late_notices",
     "clock_steps", "throttle_partition_wcu_per_s", "deploy_at", "stops", "autoscaler", "autoscale_target", "heal_at", "stream"};
 
 constexpr const char* kStreamFields[] = {
@@ -541,6 +549,7 @@ std::string apply_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
                   r.faults("partitions", options.partitions) && r.faults("holds", options.holds) &&
                   r.duration("hold_delay", options.hold_delay) && r.faults("write_throttles", options.write_throttles) &&
                   r.faults("refusals", options.refusals) && r.faults("sqs_refusals", options.sqs_refusals) &&
+                  r.faults("twins", options.twins) &&
                   r.boolean("late_notices", options.late_notices) &&
                   r.faults("clock_steps", options.clock_steps) &&
                   r.integer("throttle_partition_wcu_per_s", options.throttle_partition_wcu_per_s, 0, 1'000'000) &&
@@ -654,6 +663,7 @@ nlohmann::json to_parameters(const LeaseScenarioOptions& o) {
           {"write_throttles", worker_faults_json(o.write_throttles)},
           {"refusals", worker_faults_json(o.refusals)},
           {"sqs_refusals", worker_faults_json(o.sqs_refusals)},
+          {"twins", worker_faults_json(o.twins)},
           {"late_notices", o.late_notices},
           {"stops", stops},
           {"throttle_partition_wcu_per_s", o.throttle_partition_wcu_per_s},

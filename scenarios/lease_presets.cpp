@@ -160,12 +160,28 @@ void swarm_refusals(uint64_t seed, LeaseScenarioOptions& o) {
   draw(Ratio{1, 8}, o.sqs_refusals);
 }
 
+// Two processes with one worker id (their own stream), in one seed in three
+// of those with stable ids: one or two windows of 5 s to 3 minutes in which
+// a second process runs under a worker's id beside it.
+void swarm_twins(uint64_t seed, LeaseScenarioOptions& o) {
+  sim::Prng prng{sim::derive_seed(seed, "lease/swarm-twins")};
+  if (!o.stable_worker_ids || !prng.chance(Ratio{1, 3})) return;
+  const uint64_t count = 1 + prng.below(2);
+  for (uint64_t i = 0; i < count; ++i) {
+    const Duration length = prng.uniform_duration(D::from_s(5), D::from_min(3));
+    if (length >= o.healed_at()) continue;
+    o.twins.push_back(fault(static_cast<uint32_t>(prng.below(o.workers)),
+                            prng.uniform_duration(D::zero(), o.healed_at() - length), length));
+  }
+}
+
 // Stable worker ids (from their own stream), as real workers started with
 // `--worker-id` keep theirs: a restarted worker takes its predecessor's
 // leases back under a new epoch, and deploys replace workers in place.
 void swarm_identity(uint64_t seed, LeaseScenarioOptions& o) {
   sim::Prng prng{sim::derive_seed(seed, "lease/swarm-ids")};
   o.stable_worker_ids = prng.chance(Ratio{1, 2});
+  swarm_twins(seed, o);
 }
 
 // A random mix of every fault, inside the algorithm's stated assumptions,
@@ -310,6 +326,7 @@ std::optional<LeaseScenarioOptions> lease_preset(std::string_view name, uint64_t
   drop_faults_after(o->healed_at(), o->write_throttles);
   drop_faults_after(o->healed_at(), o->refusals);
   drop_faults_after(o->healed_at(), o->sqs_refusals);
+  drop_faults_after(o->healed_at(), o->twins);
   drop_faults_after(o->healed_at(), o->clock_steps);
   std::erase_if(o->stops, [&](const ConnectionStop& stop) { return stop.at >= o->healed_at(); });
   if (o->deploy_at && *o->deploy_at >= o->healed_at()) o->deploy_at.reset();
@@ -341,6 +358,7 @@ void make_tenure_return(uint64_t seed, const nlohmann::json& parameters, LeaseSc
   if (!given("write_throttles")) o.write_throttles.clear();
   if (!given("refusals")) o.refusals.clear();
   if (!given("sqs_refusals")) o.sqs_refusals.clear();
+  if (!given("twins")) o.twins.clear();
   if (!given("deploy_at")) o.deploy_at.reset();
   // Put mode's record puts are unfenced: held past a lease is beyond them.
   if (!stream_mode_given) o.stream.mode = resume::RecordMode::transact;
@@ -362,7 +380,7 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   // seeds that draw 5 workers and refused for the others).
   if (!given("workers")) {
     for (const auto* faults : {&o.pauses, &o.partitions, &o.holds, &o.write_throttles, &o.refusals, &o.sqs_refusals,
-                              &o.clock_steps}) {
+                              &o.twins, &o.clock_steps}) {
       for (const WorkerFault& f : *faults) {
         if (f.worker < kWorkersMax) o.workers = std::max(o.workers, f.worker + 1);
       }
@@ -374,7 +392,8 @@ void fit_swarm_to_parameters(const nlohmann::json& parameters, LeaseScenarioOpti
   const auto stream_given = [&](const char* field) { return stream.contains(field); };
   for (auto [field, faults] : {std::pair{"pauses", &o.pauses}, std::pair{"partitions", &o.partitions},
                                std::pair{"holds", &o.holds}, std::pair{"write_throttles", &o.write_throttles},
-                               std::pair{"refusals", &o.refusals}, std::pair{"sqs_refusals", &o.sqs_refusals}}) {
+                               std::pair{"refusals", &o.refusals}, std::pair{"sqs_refusals", &o.sqs_refusals},
+                               std::pair{"twins", &o.twins}}) {
     if (given(field)) continue;
     // A hold lasts until its last held request arrives.
     const Duration tail = faults == &o.holds ? o.hold_delay : Duration::zero();
@@ -404,6 +423,8 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
                    LeaseScenarioOptions& options) {
   if (name != "lease-swarm") return;
   if (options.tenure_returns) make_tenure_return(seed, parameters, options);
+  // Twins share a stable id: parameters that turn stable ids off leave none.
+  if (!parameters.contains("twins") && !options.stable_worker_ids) options.twins.clear();
   if (options.workers > 0) fit_swarm_to_parameters(parameters, options);
   // A full fleet (one seed in eight, from its own stream, for the fleet the
   // parameters leave): room for exactly the connections, so workers are

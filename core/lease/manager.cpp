@@ -53,7 +53,19 @@ LeaseManager::LeaseManager(LeaseConfig config, std::string worker_id, RandomSour
   liveness_slot_->connection = &kNoConnection;
 }
 
+int64_t LeaseManager::tenure_incarnation() const {
+  switch (config_.algorithm) {
+    case Algorithm::liveness: return own_.incarnation;
+    case Algorithm::core: return process_incarnation_;
+    case Algorithm::seed: return 0;
+  }
+  LP_UNREACHABLE("algorithm {}", static_cast<int>(config_.algorithm));
+}
+
 void LeaseManager::start(Clock now, Actions& out) {
+  // 1..2^62: a process's own, not 0 (what a lease acquired by no process of
+  // the core algorithm, or by an older release of it, reads as).
+  if (config_.algorithm == Algorithm::core) process_incarnation_ = 1 + static_cast<int64_t>(random_.below(uint64_t{1} << 62));
   // A small random delay spreads a fleet that starts at once.
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
   if (liveness()) {

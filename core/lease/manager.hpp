@@ -121,6 +121,12 @@ class LeaseManager {
   const std::string& worker_id() const { return worker_id_; }
   // Liveness algorithm: this worker's incarnation (0 until it has claimed one).
   int64_t incarnation() const { return own_.incarnation; }
+  // What the leases this process acquires name in owner_incarnation, beside
+  // its worker id: the liveness incarnation, or in the core algorithm this
+  // process's own random number, so that two processes started with one
+  // worker id are two owners (docs/lease-core.md, "One worker id, two
+  // processes"). 0 for the seed algorithm, which names the worker alone.
+  int64_t tenure_incarnation() const;
   const LeaseConfig& config() const { return config_; }
   bool draining() const { return draining_; }
 
@@ -370,6 +376,8 @@ class LeaseManager {
 
   LeaseConfig config_;
   std::string worker_id_;
+  // The core algorithm's owner_incarnation: drawn once, at start.
+  int64_t process_incarnation_ = 0;
   RandomSource& random_;
   FaultHook& faults_;
   uint64_t next_token_ = 1;

@@ -67,10 +67,10 @@ void LeaseManager::acquire(std::string_view connection, const AcquireBasis& basi
   acquiring_.insert(std::string{connection});
   const uint64_t token =
       send(out, RequestKind::acquire, connection, 0,
-           acquire_request(config_, connection, worker_id_, now.wall.ms(), basis, own_.incarnation), now.monotonic);
+           acquire_request(config_, connection, worker_id_, now.wall.ms(), basis, tenure_incarnation()), now.monotonic);
   pending_.at(token).acquire_expires_ms = now.wall.ms() + config_.lease_duration.ms();
   pending_.at(token).from_index = from_index;
-  pending_.at(token).incarnation = own_.incarnation;
+  pending_.at(token).incarnation = tenure_incarnation();
   pending_.at(token).reclaim = basis.own_epoch.has_value();
   if (Watch* watch = find_watch(connection); watch != nullptr) watch->token = token;
 }
@@ -144,8 +144,8 @@ void LeaseManager::on_acquire_read(const Pending& pending, const dynamo::Result<
   acquiring_.erase(pending.connection);
   const auto* get = reply != nullptr && reply->ok() ? std::get_if<dynamo::GetItemResponse>(&reply->value()) : nullptr;
   const std::optional<LeaseView> lease = get != nullptr ? item_lease(get->item) : std::nullopt;
-  const bool this_incarnation = !liveness() || (lease && lease->owner_incarnation == pending.incarnation &&
-                                                 own_.incarnation == pending.incarnation);
+  const bool this_incarnation =
+      lease && lease->owner_incarnation == pending.incarnation && tenure_incarnation() == pending.incarnation;
   if (!lease || lease->owner != worker_id_ || !this_incarnation) {
     if (Watch* watch = find_watch(pending.connection); watch != nullptr) watch->token = 0;
     if (lease) observe(*lease, now, out, false);
@@ -187,7 +187,9 @@ bool LeaseManager::on_released(std::string_view connection, Clock now, Actions& 
 // watchers_per_lease workers by rendezvous score among the workers seen
 // owning leases (and this one), the lease's owner excluded.
 bool LeaseManager::watches(const LeaseView& lease) const {
-  if (lease.owner == worker_id_) return false;
+  // A lease of this id but another process (core algorithm) is watched as
+  // any other worker's: a predecessor's, or a second process's.
+  if (lease.owner == worker_id_ && (liveness() || lease.owner_incarnation == tenure_incarnation())) return false;
   // This worker is a watcher when fewer than watchers_per_lease others rank
   // before it: by score, highest first, then by name.
   const uint64_t part = connection_score_part(lease.connection);
@@ -327,7 +329,7 @@ void LeaseManager::on_watch_read(const Pending& pending, const dynamo::Result<dy
   }
   if (watch->reclaim) {
     watch->reclaim = false;
-    const bool this_incarnation = !liveness() || lease->owner_incarnation == own_.incarnation;
+    const bool this_incarnation = lease->owner_incarnation == tenure_incarnation();
     if (lease->desired_state == kStarted && lease->owner == worker_id_ && this_incarnation) {
       // Still ours (the sweep's rule: "OR lease_owner = :me" under a new epoch).
       out.push_back(Mark{"lease.reclaim_after_deadline"});
@@ -466,7 +468,7 @@ void LeaseManager::sweep_saw(LeaseView lease, Clock now, Actions& out) {
     drop_watch(lease.connection, out);  // stopped since the index showed it
     return;
   }
-  if (lease.owner == worker_id_ && (!liveness() || lease.owner_incarnation == own_.incarnation)) {
+  if (lease.owner == worker_id_ && lease.owner_incarnation == tenure_incarnation()) {
     // Ours in the table but not held: our deadline passed (an outage, a
     // pause). Nobody else may be watching it; "OR lease_owner = :me" lets
     // us take it back under a new epoch.

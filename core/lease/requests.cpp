@@ -103,9 +103,13 @@ dynamo::Request acquire_request(const LeaseConfig& config, std::string_view conn
     values[":now"] = N(now_wall_ms);
     return request;
   }
+  // owner_incarnation: the acquiring process's own number, so that a second
+  // process started with this worker id is another owner (manager.hpp,
+  // tenure_incarnation).
   request.update_expression =
-      "SET lease_owner = :me, lease_expires_at_ms = :exp, lease_epoch = if_not_exists(lease_epoch, :zero) + :one "
-      "ADD lease_counter :one";
+      "SET lease_owner = :me, owner_incarnation = :inc, lease_expires_at_ms = :exp, "
+      "lease_epoch = if_not_exists(lease_epoch, :zero) + :one ADD lease_counter :one";
+  values[":inc"] = N(incarnation);
   values[":one"] = N(1);
   values[":zero"] = N(0);
   values[":started"] = S(kStarted);
@@ -119,14 +123,17 @@ dynamo::Request acquire_request(const LeaseConfig& config, std::string_view conn
   }
   // Counter mode never compares wall clocks: without an observed counter it
   // only takes a free lease (or its own), whatever the acquirer's clock says.
-  // "OR lease_owner = :me": an acquire retried after a lost reply succeeds.
+  // "OR lease_owner = :me AND owner_incarnation = :inc": an acquire this
+  // process retries after a lost reply succeeds; a second process with this
+  // worker id is another owner and waits for the expiry as any other.
   // In wall mode only one that moves the expiry forward: an acquire held in
   // the network past a newer tenure of the same worker must not start
   // another with an expiry already past (others would take it while that
   // tenure still acts).
-  const std::string_view own = config.expiry_mode == ExpiryMode::wall
-                                   ? std::string_view{"(lease_owner = :me AND lease_expires_at_ms < :exp)"}
-                                   : std::string_view{"lease_owner = :me"};
+  const std::string_view own =
+      config.expiry_mode == ExpiryMode::wall
+          ? std::string_view{"(lease_owner = :me AND owner_incarnation = :inc AND lease_expires_at_ms < :exp)"}
+          : std::string_view{"(lease_owner = :me AND owner_incarnation = :inc)"};
   request.write.condition_expression = fmt::format(
       "desired_state = :started AND (attribute_not_exists(lease_owner) OR {}{})", own, expiry);
   request.write.return_values = dynamo::ReturnValues::all_new;
@@ -177,10 +184,7 @@ dynamo::Request release_request(const LeaseConfig& config, std::string_view conn
     request.write.condition_expression = "lease_owner = :me";
     return request;
   }
-  request.update_expression = config.algorithm == Algorithm::liveness
-                                 ? "SET lease_expires_at_ms = :zero REMOVE lease_owner, owner_incarnation "
-                                   "ADD lease_counter :one"
-                                 : "SET lease_expires_at_ms = :zero REMOVE lease_owner ADD lease_counter :one";
+  request.update_expression = "SET lease_expires_at_ms = :zero REMOVE lease_owner, owner_incarnation ADD lease_counter :one";
   request.write.condition_expression = "lease_owner = :me AND lease_epoch = :epoch";
   values[":epoch"] = N(epoch);
   values[":one"] = N(1);

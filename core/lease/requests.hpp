@@ -12,8 +12,11 @@
 //   lease_counter        +1 on every acquire, renew and release (counter-mode expiry)
 //   last_seq             last sequence recorded (checkpoint), only increases
 //   stream_epoch         the upstream hub epoch of last_seq (absent: none yet)
-//   owner_incarnation    liveness algorithm: the incarnation of lease_owner's
-//                        liveness item the lease was acquired under
+//   owner_incarnation    which process of lease_owner holds it: the liveness
+//                        algorithm's incarnation of the owner's liveness item,
+//                        the core algorithm's random number of the acquiring
+//                        process (two processes with one worker id are two
+//                        owners); absent with the seed algorithm
 //
 // Liveness item (liveness algorithm; same table, key `pk` = "WORKER#<id>",
 // not in any index):
@@ -57,7 +60,7 @@ struct AcquireBasis {
   std::optional<int64_t> own_epoch;
 };
 
-// `incarnation`: the acquirer's liveness incarnation (liveness algorithm only).
+// `incarnation`: the acquirer's LeaseManager::tenure_incarnation() (unused by the seed algorithm).
 dynamo::Request acquire_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
                                 int64_t now_wall_ms, const AcquireBasis& basis, int64_t incarnation = 0);
 dynamo::Request renew_request(const LeaseConfig& config, std::string_view connection, std::string_view worker,
@@ -91,7 +94,7 @@ struct LeaseView {
   int64_t last_seq = 0;
   int64_t stream_epoch = 0;  // the hub epoch of last_seq (resume checkpoint)
   std::string ws_url;
-  int64_t owner_incarnation = 0;  // liveness algorithm
+  int64_t owner_incarnation = 0;  // absent: 0
 };
 std::optional<LeaseView> parse_lease(const dynamo::Item& item);
 

@@ -122,6 +122,35 @@ TEST(LeaseManager, RespectsCapacityAndASecondWorkerTakesTheRest) {
   EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
 }
 
+// Two processes started with one worker id (a StatefulSet pod force-deleted
+// while its node is cut off, an operator's second copy). Each process names
+// itself in owner_incarnation, so the second is another owner: it takes none
+// of the first's live leases, and takes them over only once they expired.
+// Before, "OR lease_owner = :me" let it take them at once while the first
+// still acted (lease-swarm seed 3 with twins: overlaps of 1 to 4 s).
+class TwoProcessesOneWorkerId : public ::testing::TestWithParam<ExpiryMode> {};
+
+TEST_P(TwoProcessesOneWorkerId, NeverActOnOneLeaseAtOnce) {
+  LeaseWorld world{articles(GetParam()), 11};
+  world.add_connections(4);
+  const size_t first = world.start_worker();
+  world.run_for(6_s);
+  ASSERT_EQ(world.open_sessions(first), 4u);
+  const size_t second = world.start_worker({}, std::nullopt, world.worker(first).name);
+  world.run_for(2_min);  // two sweeps of the second process
+  EXPECT_EQ(world.open_sessions(first), 4u);
+  EXPECT_EQ(world.open_sessions(second), 0u);
+  for (const std::string& c : world.connections()) EXPECT_EQ(world.lease(c)->epoch, 1) << c;
+  // The first goes away: the second takes its leases as any other worker's.
+  world.crash(first);
+  EXPECT_TRUE(world.run_until_true(3_min, [&] { return world.open_sessions(second) == 4; }));
+  EXPECT_GT(world.worker(second).marks.count("lease.takeover_expired"), 0u);
+  EXPECT_TRUE(world.violations().empty()) << joined(world.violations());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TwoProcessesOneWorkerId, ::testing::Values(ExpiryMode::wall, ExpiryMode::counter),
+                         [](const auto& mode) { return std::string{to_string(mode.param)}; });
+
 // A release notice is acted on only with room for it; otherwise it is for
 // another worker (the runtime hands it back to the queue, docs/lease-core.md).
 TEST(LeaseManager, AReleaseNoticeWithoutRoomIsLeftForAnotherWorker) {

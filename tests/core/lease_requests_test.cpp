@@ -155,6 +155,22 @@ TEST_F(LeaseRequests, AnAcquireRetriedByItsOwnerSucceeds) {
   EXPECT_EQ(view().epoch, 2);
 }
 
+// Two processes with one worker id are two owners: owner_incarnation names
+// the process, and only that process's retry takes its own live lease.
+TEST_F(LeaseRequests, AnotherProcessWithTheSameWorkerIdWaitsForTheExpiry) {
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs, {}, 7)));
+  EXPECT_EQ(view().owner_incarnation, 7);
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "a", kNowMs + 1, {}, 8)));       // the twin: live
+  EXPECT_FALSE(ok(acquire_request(config_, "c1", "a", kNowMs + 22'000, {}, 8)));  // within the margin
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs + 1, {}, 7)));        // its own retry
+  EXPECT_EQ(view().epoch, 2);
+  ASSERT_TRUE(ok(acquire_request(config_, "c1", "a", kNowMs + 22'002, {}, 8)));  // expired: taken
+  EXPECT_EQ(view().owner_incarnation, 8);
+  EXPECT_EQ(view().epoch, 3);
+  ASSERT_TRUE(ok(release_request(config_, "c1", "a", 3)));
+  EXPECT_EQ(view().owner_incarnation, 0);  // released: no process named
+}
+
 // Requests held in the network past a lease arrive after newer ones of the
 // same worker (the swarm's holds). In wall mode the expiry others read must
 // never move back: a late renew or acquire of the owner's is refused.

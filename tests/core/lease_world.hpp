@@ -122,10 +122,12 @@ class LeaseWorld {
       connections_.push_back(connection);
     }
   }
-  size_t start_worker(ClockModel clock = {}, std::optional<LeaseConfig> config = std::nullopt) {
+  // `name`: the worker id; empty: "w<index>". A name already running is a
+  // second process with that worker id.
+  size_t start_worker(ClockModel clock = {}, std::optional<LeaseConfig> config = std::nullopt, std::string name = {}) {
     const size_t index = workers_.size();
     Worker worker;
-    worker.name = fmt::format("w{}", index);
+    worker.name = name.empty() ? fmt::format("w{}", index) : std::move(name);
     if (clock.monotonic_base.is_zero()) clock.monotonic_base = Duration::from_s(1000 * static_cast<int64_t>(index + 1));
     worker.clock = clock;
     worker.random = std::make_unique<PrngSource>(prng_.next_u64());
