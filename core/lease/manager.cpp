@@ -53,6 +53,12 @@ LeaseManager::LeaseManager(LeaseConfig config, std::string worker_id, RandomSour
   liveness_slot_->connection = &kNoConnection;
 }
 
+void LeaseManager::set_process_incarnation(int64_t incarnation) {
+  LP_ASSERT_GE(incarnation, 1);
+  LP_ASSERT_LE(incarnation, kProcessIncarnationMax);
+  process_incarnation_ = incarnation;
+}
+
 int64_t LeaseManager::tenure_incarnation() const {
   switch (config_.algorithm) {
     case Algorithm::liveness: return own_.incarnation;
@@ -65,7 +71,9 @@ int64_t LeaseManager::tenure_incarnation() const {
 void LeaseManager::start(Clock now, Actions& out) {
   // 1..2^62: a process's own, not 0 (what a lease acquired by no process of
   // the core algorithm, or by an older release of it, reads as).
-  if (config_.algorithm == Algorithm::core) process_incarnation_ = 1 + static_cast<int64_t>(random_.below(uint64_t{1} << 62));
+  if (config_.algorithm == Algorithm::core && process_incarnation_ == 0) {
+    process_incarnation_ = 1 + static_cast<int64_t>(random_.below(static_cast<uint64_t>(kProcessIncarnationMax)));
+  }
   // A small random delay spreads a fleet that starts at once.
   const auto jitter = static_cast<int64_t>(random_.below(static_cast<uint64_t>(config_.reconcile_jitter_max.ns()) + 1));
   if (liveness()) {

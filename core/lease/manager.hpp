@@ -127,6 +127,13 @@ class LeaseManager {
   // worker id are two owners (docs/lease-core.md, "One worker id, two
   // processes"). 0 for the seed algorithm, which names the worker alone.
   int64_t tenure_incarnation() const;
+  // This process's number (1..2^62), which the core algorithm's leases name.
+  // Drawn from the RandomSource at start() unless given before it: a real
+  // process whose jitter is seeded for a reproducible run gives one from the
+  // operating system, so that two processes given one seed still differ.
+  void set_process_incarnation(int64_t incarnation);
+  int64_t process_incarnation() const { return process_incarnation_; }
+  static constexpr int64_t kProcessIncarnationMax = int64_t{1} << 62;
   const LeaseConfig& config() const { return config_; }
   bool draining() const { return draining_; }
 

@@ -79,6 +79,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     }
     line["closed_by"] = closing_ ? "hub" : "peer";
     if (closing_) line["close_code"] = close_code_;
+    if (!process_.empty()) line["process"] = process_;
     return line.dump();
   }
 
@@ -89,6 +90,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (const auto url = boost::urls::parse_origin_form(target)) {
       for (const auto& param : url->params()) {
         if (param.key == "worker") worker_ = param.value.substr(0, 128);
+        if (param.key == "process") process_ = param.value.substr(0, 32);
         if (param.key == "lease_epoch") {
           int64_t epoch = 0;
           const auto [end, ec] = std::from_chars(param.value.data(), param.value.data() + param.value.size(), epoch);
@@ -312,6 +314,7 @@ class HubServer::Impl::Session : public std::enable_shared_from_this<Session> {
   std::string close_reason_;
   // For the session record.
   std::string worker_;       // ?worker= of the upgrade request
+  std::string process_;      // ?process=: which process of that worker id (its leases' owner_incarnation)
   int64_t lease_epoch_ = 0;  // ?lease_epoch=
   Instant opened_, first_in_, last_in_, first_data_, last_data_;
   uint64_t frames_in_ = 0;

@@ -111,6 +111,12 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
       dynamo_.push_back(std::make_unique<DynamoHttpClient>(io, options_.dynamo));
     }
     manager_ = std::make_unique<lease::LeaseManager>(options_.lease, options_.worker_id, random_, faults_);
+    // From the operating system whatever --seed says: two processes started
+    // with one worker id (and one seed) must still be two owners.
+    std::random_device entropy;
+    const uint64_t drawn = (uint64_t{entropy()} << 32) ^ entropy();
+    manager_->set_process_incarnation(
+        1 + static_cast<int64_t>(drawn % static_cast<uint64_t>(lease::LeaseManager::kProcessIncarnationMax)));
     counters_.consumed_capacity_milliunits = {{"read", 0}, {"write", 0}};
     setup_release_notices();
   }
@@ -160,11 +166,19 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
   const LeaseHostCounters& counters() const { return counters_; }
   std::size_t owned() const { return owned_.size(); }
   bool draining() const { return draining_; }
+  int64_t process_incarnation() const { return manager_->process_incarnation(); }
   void mark(const std::string& name) { ++counters_.marks[name]; }
 
   std::string readiness() const {
     if (draining_) return "draining";
     if (!last_evaluated_) return "no answer from DynamoDB yet";
+    if (options_.lease.algorithm == lease::Algorithm::liveness && manager_->incarnation() == 0) {
+      return counters_.marks.contains("lease.liveness_join_waits_for_predecessor")
+                 ? fmt::format("worker id '{}' is live in another process (or a predecessor not yet expired): "
+                               "waiting for it",
+                               options_.worker_id)
+                 : fmt::format("claiming worker id '{}'", options_.worker_id);
+    }
     const lease::LeaseConfig& c = options_.lease;
     const Duration window = owned_.empty() ? c.reconcile_interval + c.reconcile_jitter_max + c.request_timeout
                                            : c.lease_duration;
@@ -211,6 +225,8 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
     // Microseconds kept: a lab orders these lines against its own acts.
     fields["mono_ms"] = static_cast<double>(step_at_.value_or(monotonic_now()).ns() / 1'000) / 1e3;
     fields["worker"] = options_.worker_id;
+    // Which process of that worker id: its leases' owner_incarnation.
+    fields["process"] = manager_->process_incarnation();
     fields["event"] = name;
     callbacks_.log(fields.dump());
   }
@@ -341,7 +357,17 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
         core_drained_ = true;
         finish_drain_when_sqs_idle();
       } else if (auto* mark = std::get_if<lease::Mark>(&action)) {
-        ++counters_.marks[mark->name];
+        // Liveness: this worker id's item names a live incarnation. Said
+        // once per wait: another process runs with this id, or a predecessor
+        // has not expired yet; either way this one waits (/readyz says so).
+        const uint64_t times = counters_.marks[mark->name]++;
+        if (std::string_view{mark->name} == "lease.liveness_join_waits_for_predecessor" &&
+            times == counters_.marks["lease.liveness_joined"]) {
+          event("worker.id_in_use", {{"message", fmt::format("worker id '{}' is live in another process (or a "
+                                                             "predecessor that has not expired): waiting for it "
+                                                             "to expire or drain before acquiring anything",
+                                                             options_.worker_id)}});
+        }
       } else if (auto* watch = std::get_if<lease::WatchChange>(&action)) {
         // A line per change (not per sweep): check-real judges a watched gap by the watcher's bound.
         ++counters_.marks[watch->armed ? "lease.watch" : "lease.unwatch"];
@@ -767,6 +793,7 @@ void LeaseHost::expire() { impl_->expire(); }
 std::size_t LeaseHost::owned() const { return impl_->owned(); }
 bool LeaseHost::draining() const { return impl_->draining(); }
 std::string LeaseHost::readiness() const { return impl_->readiness(); }
+int64_t LeaseHost::process_incarnation() const { return impl_->process_incarnation(); }
 const LeaseHostCounters& LeaseHost::counters() const { return impl_->counters(); }
 void LeaseHost::mark(const std::string& name) { impl_->mark(name); }
 std::string LeaseHost::metrics_text() const { return impl_->metrics_text(); }

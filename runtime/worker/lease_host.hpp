@@ -185,6 +185,9 @@ class LeaseHost {
 
   std::size_t owned() const;
   bool draining() const;
+  // Which process of its worker id this is: the owner_incarnation of the
+  // leases it acquires (core algorithm), in every log line as "process".
+  int64_t process_incarnation() const;
   // "" when ready to hold leases, else why not (for /readyz): draining; no
   // DynamoDB answer yet; or none within the window (the lease while this
   // worker owns connections, whose renews come every heartbeat; else a

@@ -144,8 +144,9 @@ class Worker::Impl : public std::enable_shared_from_this<Impl> {
         auto url = parse_ws_url(stream.url);
         if (auto* parsed = std::get_if<WsUrl>(&url)) {
           // Names this session in the hub's session records (hub --sessions):
-          // which worker, under which lease epoch.
+          // which worker (and which process of it), under which lease epoch.
           parsed->add_param("worker", options_.host.worker_id);
+          parsed->add_param("process", std::to_string(host_->process_incarnation()));
           parsed->add_param("lease_epoch", std::to_string(stream.session->lease_epoch()));
         }
         if (auto* error = std::get_if<std::string>(&url)) {
