@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include <unistd.h>
@@ -22,6 +23,20 @@ std::string rename_into_place(const std::string& temporary, const std::string& p
   std::string message = fmt::format("cannot move '{}' into place as '{}': {}", temporary, path, error.message());
   std::filesystem::remove(temporary, error);
   return message;
+}
+
+bool write_whole_file(const std::string& path, const std::string& text) {
+  const std::string temporary = unique_temporary_path(path);
+  {
+    std::ofstream out{temporary, std::ios::out | std::ios::trunc};
+    out << text;
+    out.close();
+    if (!out) {
+      std::filesystem::remove(temporary);
+      return false;
+    }
+  }
+  return rename_into_place(temporary, path).empty();
 }
 
 }  // namespace leaseproof

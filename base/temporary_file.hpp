@@ -15,4 +15,9 @@ std::string unique_temporary_path(const std::string& path);
 // a message naming both and the reason (never throws).
 std::string rename_into_place(const std::string& temporary, const std::string& path);
 
+// Writes `text` to a temporary of this process's own, then renames it to
+// `path`: a reader never sees half a file. False when either step failed
+// (nothing is left behind then).
+bool write_whole_file(const std::string& path, const std::string& text);
+
 }  // namespace leaseproof

@@ -384,6 +384,85 @@ int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::Lease
   return 0;
 }
 
+// The worker's options from the flags, then from the endpoint and
+// credentials (which may ask the network); the credentials found go to
+// `credentials`.
+runtime::WorkerOptions worker_options(const WorkerArgs& args, runtime::ResolvedCredentials& credentials) {
+  runtime::WorkerOptions options;
+  options.host.worker_id = args.worker_id;
+  options.hub_override = args.hub;
+  options.host.seed = args.seed;
+  lease::LeaseConfig& lease = options.host.lease;
+  lease = lease_config(args.endpoint);
+  lease.algorithm = lease::parse_algorithm(args.algorithm).value_or(lease::Algorithm::core);
+  lease.expiry_mode = args.expiry == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
+  lease.lease_duration = parse_positive_duration(args.lease, "--lease");
+  lease.heartbeat_interval = parse_positive_duration(args.heartbeat, "--heartbeat");
+  lease.safety_margin = parse_positive_duration(args.margin, "--margin");
+  lease.request_timeout = parse_positive_duration(args.request_timeout, "--request-timeout");
+  lease.reconcile_interval = parse_positive_duration(args.reconcile, "--reconcile");
+  // The jitter (5 s by default) may not exceed the interval itself.
+  lease.reconcile_jitter_max = std::min(lease.reconcile_jitter_max, lease.reconcile_interval);
+  lease.capacity = args.capacity;
+  options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact
+                         : args.record_mode == "packed" ? resume::RecordMode::packed
+                                                        : resume::RecordMode::put;
+  options.session.pack_bytes = args.pack_bytes;
+  options.session.client.record_batch_max = args.record_batch;
+  const std::optional<Duration> linger = parse_duration(args.record_linger);
+  if (!linger || linger->is_negative() || *linger > Duration::from_s(30)) {
+    throw UsageError{fmt::format("--record-linger: '{}' is not a duration from 0s to 30s", args.record_linger)};
+  }
+  options.session.client.record_linger = *linger;
+  options.session.sink.name = args.endpoint.sink_table;
+  options.host.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
+  if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
+  // Flags first, then the endpoint and credentials (which may ask the network).
+  options.host.dynamo = client_options(args.endpoint, &credentials);
+  const SqsArgs& sqs = args.sqs;
+  if (!sqs.sqs_endpoint.empty() && sqs.release_queue.empty()) {
+    throw UsageError{"--sqs-endpoint: goes with --release-queue"};
+  }
+  if (!sqs.release_queue.empty()) {
+    options.host.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.host.dynamo.region);
+    options.host.release_queue = sqs.release_queue;
+  }
+
+  return options;
+}
+
+// Credentials that expire (the container endpoint's) are refreshed on the
+// worker's io_context; until the chain's first answer, the ones found at
+// start. Null when they do not expire.
+std::unique_ptr<runtime::CredentialsChain> refresh_credentials(asio::io_context& io, const WorkerArgs& args,
+                                                               const runtime::ResolvedCredentials& credentials,
+                                                               runtime::WorkerOptions& options) {
+  if (!credentials.expiration_wall_ns) return nullptr;
+  runtime::CredentialsChainOptions chain_options;
+  chain_options.profile = args.endpoint.profile;
+  chain_options.tls_context = options.host.dynamo.tls_context;
+  // Every failed refresh is a log line (the old credentials stay in use
+  // until they expire), and so is the success that ends a run of failures.
+  chain_options.on_refresh = [worker_id = args.worker_id, failing = false](
+                                 const runtime::CredentialsResult& result) mutable {
+    if (result.ok() && !failing) return;
+    nlohmann::json line{{"event", "credentials.refresh"}, {"worker", worker_id}, {"ok", result.ok()}};
+    if (!result.ok()) line["error"] = result.error().detail;
+    failing = !result.ok();
+    print_line(line.dump());
+  };
+  auto chain = std::make_unique<runtime::CredentialsChain>(io, chain_options);
+  chain->start([](const runtime::CredentialsResult& result) {
+    if (!result.ok()) fmt::print(stderr, "leaseproof worker: credentials refresh: {}\n", result.error().detail);
+  });
+  options.host.credentials_stats = [stats = chain.get()] { return stats->stats(); };
+  options.host.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
+    runtime::DynamoCredentials current = source();
+    return current.access_key_id.empty() ? initial : current;
+  };
+  return chain;
+}
+
 }  // namespace
 
 CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
@@ -439,75 +518,10 @@ CLI::App* add_worker_command(CLI::App& app, WorkerArgs& args) {
 }
 
 int worker_command(const WorkerArgs& args) {
-  runtime::WorkerOptions options;
-  options.host.worker_id = args.worker_id;
-  options.hub_override = args.hub;
-  options.host.seed = args.seed;
-  lease::LeaseConfig& lease = options.host.lease;
-  lease = lease_config(args.endpoint);
-  lease.algorithm = lease::parse_algorithm(args.algorithm).value_or(lease::Algorithm::core);
-  lease.expiry_mode = args.expiry == "counter" ? lease::ExpiryMode::counter : lease::ExpiryMode::wall;
-  lease.lease_duration = parse_positive_duration(args.lease, "--lease");
-  lease.heartbeat_interval = parse_positive_duration(args.heartbeat, "--heartbeat");
-  lease.safety_margin = parse_positive_duration(args.margin, "--margin");
-  lease.request_timeout = parse_positive_duration(args.request_timeout, "--request-timeout");
-  lease.reconcile_interval = parse_positive_duration(args.reconcile, "--reconcile");
-  // The jitter (5 s by default) may not exceed the interval itself.
-  lease.reconcile_jitter_max = std::min(lease.reconcile_jitter_max, lease.reconcile_interval);
-  lease.capacity = args.capacity;
-  options.session.mode = args.record_mode == "transact" ? resume::RecordMode::transact
-                         : args.record_mode == "packed" ? resume::RecordMode::packed
-                                                        : resume::RecordMode::put;
-  options.session.pack_bytes = args.pack_bytes;
-  options.session.client.record_batch_max = args.record_batch;
-  const std::optional<Duration> linger = parse_duration(args.record_linger);
-  if (!linger || linger->is_negative() || *linger > Duration::from_s(30)) {
-    throw UsageError{fmt::format("--record-linger: '{}' is not a duration from 0s to 30s", args.record_linger)};
-  }
-  options.session.client.record_linger = *linger;
-  options.session.sink.name = args.endpoint.sink_table;
-  options.host.drain_timeout = parse_positive_duration(args.drain_timeout, "--drain-timeout");
-  if (std::string e = lease.validate(); !e.empty()) throw UsageError{e};
-  // Flags first, then the endpoint and credentials (which may ask the network).
   runtime::ResolvedCredentials credentials;
-  options.host.dynamo = client_options(args.endpoint, &credentials);
-  const SqsArgs& sqs = args.sqs;
-  if (!sqs.sqs_endpoint.empty() && sqs.release_queue.empty()) {
-    throw UsageError{"--sqs-endpoint: goes with --release-queue"};
-  }
-  if (!sqs.release_queue.empty()) {
-    options.host.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.host.dynamo.region);
-    options.host.release_queue = sqs.release_queue;
-  }
-
+  runtime::WorkerOptions options = worker_options(args, credentials);
   asio::io_context io;
-  // Credentials that expire (the container endpoint's) are refreshed on the
-  // worker's io_context; until the chain's first answer, the ones found above.
-  std::unique_ptr<runtime::CredentialsChain> chain;
-  if (credentials.expiration_wall_ns) {
-    runtime::CredentialsChainOptions chain_options;
-    chain_options.profile = args.endpoint.profile;
-    chain_options.tls_context = options.host.dynamo.tls_context;
-    // Every failed refresh is a log line (the old credentials stay in use
-    // until they expire), and so is the success that ends a run of failures.
-    chain_options.on_refresh = [worker_id = args.worker_id, failing = false](
-                                   const runtime::CredentialsResult& result) mutable {
-      if (result.ok() && !failing) return;
-      nlohmann::json line{{"event", "credentials.refresh"}, {"worker", worker_id}, {"ok", result.ok()}};
-      if (!result.ok()) line["error"] = result.error().detail;
-      failing = !result.ok();
-      print_line(line.dump());
-    };
-    chain = std::make_unique<runtime::CredentialsChain>(io, chain_options);
-    chain->start([](const runtime::CredentialsResult& result) {
-      if (!result.ok()) fmt::print(stderr, "leaseproof worker: credentials refresh: {}\n", result.error().detail);
-    });
-    options.host.credentials_stats = [stats = chain.get()] { return stats->stats(); };
-    options.host.dynamo.credentials_source = [source = chain->source(), initial = credentials.credentials] {
-      runtime::DynamoCredentials current = source();
-      return current.access_key_id.empty() ? initial : current;
-    };
-  }
+  const std::unique_ptr<runtime::CredentialsChain> chain = refresh_credentials(io, args, credentials, options);
   std::unique_ptr<runtime::Worker> worker;
   try {
     worker = std::make_unique<runtime::Worker>(io, options, print_line);

@@ -133,6 +133,10 @@ DeterminismCheck check_determinism(const Scenario& scenario, RunConfig config,
 // "single ownership", "recovery", "liveness", "exactly-once").
 std::string violation_kind(std::string_view violation);
 
+// Runs `body(i)` for i in [0, count), possibly on several threads: the
+// commands that run many seeds get their threads from the caller.
+using ParallelFor = std::function<void(size_t count, const std::function<void(size_t)>& body)>;
+
 // The command that reproduces a run, e.g.
 // "leaseproof run --seed 7 --scenario kernel --duration 10m0s".
 std::string reproduce_command(const RunResult& result);

@@ -44,9 +44,6 @@ std::vector<Fault> faults_of(const LeaseScenarioOptions& options);
 // fields the preset already supplies.
 nlohmann::json minimal_parameters(std::string_view scenario, uint64_t seed, const LeaseScenarioOptions& options);
 
-// Runs `body(i)` for i in [0, count), possibly on several threads.
-using ParallelFor = std::function<void(size_t count, const std::function<void(size_t)>& body)>;
-
 // One accepted change (number 0: the starting run, when it fails).
 struct ShrinkStep {
   uint64_t number = 0;      // 1, 2, ...

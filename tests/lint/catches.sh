@@ -8,10 +8,13 @@ tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 failures=0
 
-# expect SCRIPT WANT_STATUS PATTERN: runs the lint on $tree and checks both.
+# expect SCRIPT WANT_STATUS PATTERN [ARGS...]: runs the lint on ARGS (default:
+# $tree) and checks both.
 expect() {
   local script=$1 want=$2 pattern=$3 output status
-  output=$(bash "$lint/$script" "$tree" 2>&1)
+  shift 3
+  (($# > 0)) || set -- "$tree"
+  output=$(bash "$lint/$script" "$@" 2>&1)
   status=$?
   if [[ $want == fail && $status -eq 0 ]] || [[ $want == pass && $status -ne 0 ]] ||
      ! grep -qE -- "$pattern" <<<"$output"; then
@@ -54,5 +57,28 @@ expect layers.sh pass 'includes one way'
 mkdir -p "$tree/core/cache"
 printf '#include "base/time.hpp"\n' >"$tree/core/cache/cache.cpp"
 expect layers.sh fail 'core/cache/ holds code but has no rule'
+
+# function_length.sh: a function one line over the limit is refused by name
+# and line, one at the limit passes; braces in strings, comments and a
+# class's members are not functions of their own.
+# long_function NAME BODY_LINES: a function spanning BODY_LINES + 3 lines.
+long_function() {
+  printf 'int %s(int x) {\n' "$1"
+  for ((i = 0; i < $2; ++i)); do printf '  x += %d;  // }\n' "$i"; done
+  printf '  return x;\n}\n'
+}
+mkdir -p "$tree/cli"
+{
+  printf 'namespace leaseproof::cli {\nnamespace {\nconst char* kBrace = "}";\n'
+  printf 'struct Holder {\n  int get() const { return 1; }\n};\n'
+  long_function short_enough 7
+  printf '}  // namespace\n'
+} >"$tree/cli/command.cpp"
+long_function fits 7 >>"$tree/cli/command.cpp"
+printf '}\n' >>"$tree/cli/command.cpp"
+expect function_length.sh pass 'none over 10 lines' "$tree" 10 cli
+long_function too_long 8 >"$tree/cli/long.cpp"
+expect function_length.sh fail 'cli/long.cpp:1: too_long is 11 lines \(at most 10\)' "$tree" 10 cli
+rm "$tree/cli/long.cpp"
 
 exit $((failures > 0))
