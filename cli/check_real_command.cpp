@@ -34,6 +34,7 @@ struct RealInputs {
   std::vector<RealRecord> records;
   std::vector<HubSession> sessions;
   std::vector<std::string> problems;
+  size_t twins = 0;  // processes that ran beside another of their worker id
 };
 
 RealInputs read_inputs(const CheckRealArgs& args) {
@@ -49,6 +50,7 @@ RealInputs read_inputs(const CheckRealArgs& args) {
     inputs.sessions = properties::read_hub_sessions(in, args.sessions, inputs.problems);
   }
   properties::order_real_records(inputs.records);
+  inputs.twins = properties::name_processes(inputs.records, inputs.sessions);
   return inputs;
 }
 
@@ -128,9 +130,9 @@ int check_real_command(const CheckRealArgs& args) {
                                                       [&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
   checkers.finish(end);
 
-  print_line(fmt::format("check-real: {} events from {} files, {} hub sessions; configuration: {} {}, lease {}, "
-                         "heartbeat {}, margin {}, reconcile {}",
-                         inputs.records.size(), args.events.size(), inputs.sessions.size(),
+  print_line(fmt::format("check-real: {} events from {} files, {} hub sessions, {} processes beside another of their "
+                         "worker id; configuration: {} {}, lease {}, heartbeat {}, margin {}, reconcile {}",
+                         inputs.records.size(), args.events.size(), inputs.sessions.size(), inputs.twins,
                          lease::to_string(config->algorithm), lease::to_string(config->expiry_mode),
                          config->lease_duration, config->heartbeat_interval, config->safety_margin,
                          config->reconcile_interval));

@@ -340,9 +340,11 @@ int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::Lease
   }
   // The liveness algorithm's leases live by their owner's liveness item: a
   // lease's expiry is the item's while it is the incarnation the lease names.
+  // A lease whose owner has no such item is the core algorithm's (its
+  // owner_incarnation names a process, not an item's incarnation).
   for (lease::LeaseView& v : leases) {
-    if (v.owner_incarnation == 0) continue;
     const auto found = workers.find(v.owner);
+    if (v.owner_incarnation == 0 || found == workers.end()) continue;
     const bool current = found != workers.end() && found->second.live && found->second.incarnation == v.owner_incarnation;
     v.expires_at_ms = current ? found->second.expires_at_ms : 0;
   }
@@ -364,7 +366,8 @@ int owners_command(runtime::BlockingDynamoHttpClient& client, const lease::Lease
     const std::string expires = v.owner.empty() ? "-" : fmt::format("{:.1f}s", (v.expires_at_ms - now_ms) / 1e3);
     if (json) {
       print_line(nlohmann::json{{"connection", v.connection}, {"desired_state", v.desired_state}, {"owner", v.owner},
-                                {"lease_epoch", v.epoch}, {"expires_at_ms", v.expires_at_ms},
+                                {"owner_incarnation", v.owner_incarnation}, {"lease_epoch", v.epoch},
+                                {"expires_at_ms", v.expires_at_ms},
                                 {"expires_in_ms", v.owner.empty() ? 0 : v.expires_at_ms - now_ms},
                                 {"lease_counter", v.counter}, {"stream_epoch", v.stream_epoch},
                                 {"last_seq", v.last_seq}, {"ws_url", v.ws_url}}

@@ -39,6 +39,14 @@ std::optional<double> optional_ms(const nlohmann::json& fields, const char* name
   return it != fields.end() && it->is_number() ? std::optional<double>{it->get<double>()} : std::nullopt;
 }
 
+// "process": a number in a worker's lines, text in a hub's records.
+std::string process_field(const nlohmann::json& fields) {
+  const auto it = fields.find("process");
+  if (it == fields.end()) return {};
+  if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
+  return it->is_string() ? it->get<std::string>() : std::string{};
+}
+
 int64_t ms_to_ns(double ms) { return static_cast<int64_t>(ms * 1e6); }
 
 void sort_records(std::vector<RealRecord>& records) {
@@ -217,6 +225,7 @@ std::vector<HubSession> read_hub_sessions(std::istream& in, const std::string& n
     HubSession s;
     s.channel = string_field(j, "channel");
     s.worker = string_field(j, "worker");
+    s.process = process_field(j);
     s.lease_epoch = integer_field(j, "lease_epoch").value_or(0);
     s.opened_ms = *optional_ms(j, "opened_ms");
     s.ended_ms = *optional_ms(j, "ended_ms");
@@ -226,6 +235,48 @@ std::vector<HubSession> read_hub_sessions(std::istream& in, const std::string& n
     if (!s.channel.empty() && !s.worker.empty()) out.push_back(std::move(s));
   }
   return out;
+}
+
+size_t name_processes(std::vector<RealRecord>& records, std::vector<HubSession>& sessions) {
+  struct Process {
+    std::string token;
+    std::string name;
+  };
+  std::map<std::pair<std::string, std::string>, std::string> names;  // (worker id, process) -> name
+  std::map<std::string, std::vector<Process>> running;                 // worker id -> its processes, in start order
+  std::map<std::string, size_t> twins;
+  size_t found = 0;
+  for (RealRecord& r : records) {
+    const std::string worker = string_field(r.fields, "worker");
+    if (worker.empty()) continue;
+    const std::string event = string_field(r.fields, "event");
+    const std::string token = process_field(r.fields);
+    std::vector<Process>& live = running[worker];
+    if (event.starts_with("lab.")) {
+      // Which process: the one it names, else the id's latest.
+      auto target = live.end();
+      for (auto it = live.begin(); it != live.end(); ++it) {
+        if (token.empty() || it->token == token) target = it;
+      }
+      if (target == live.end()) continue;
+      r.fields["worker"] = target->name;
+      if (event == "lab.kill" || event == "lab.crash" || event == "lab.exit") live.erase(target);
+      continue;
+    }
+    if (token.empty()) continue;
+    const auto [known, added] = names.try_emplace({worker, token});
+    if (added) {
+      known->second = live.empty() ? worker : fmt::format("{}~{}", worker, ++twins[worker]);
+      if (!live.empty()) ++found;
+      live.push_back(Process{token, known->second});
+    }
+    r.fields["worker"] = known->second;
+  }
+  for (HubSession& s : sessions) {
+    const auto named = names.find({s.worker, s.process});
+    if (named != names.end()) s.worker = named->second;
+  }
+  return found;
 }
 
 NodeId RealNodes::of(const std::string& name) {

@@ -67,6 +67,7 @@ std::optional<lease::LeaseConfig> workers_configuration(const std::vector<RealRe
 struct HubSession {
   std::string channel;
   std::string worker;
+  std::string process;  // which process of that worker id (?process=); empty: not said
   int64_t lease_epoch = 0;
   double opened_ms = 0;
   double ended_ms = 0;
@@ -76,6 +77,17 @@ struct HubSession {
 // The records of `in`; a line that is not one is named in `problems` and skipped.
 std::vector<HubSession> read_hub_sessions(std::istream& in, const std::string& name,
                                           std::vector<std::string>& problems);
+
+// Two processes with one worker id, told apart. A worker's lines carry
+// "process" (its leases' owner_incarnation), and so may the lab's acts and
+// the hub's sessions. A process whose worker id has no other process running
+// keeps the id as its name: a restart is a new incarnation of the same node,
+// as before. One that starts while another of its id runs (neither killed,
+// crashed nor exited by the lab's records) is a twin and gets a node of its
+// own, "<id>~<k>". Each record's and session's "worker" is rewritten to that
+// name; a lab act that names no process goes to the id's latest process.
+// Returns the twins found (0: every id had one process at a time).
+size_t name_processes(std::vector<RealRecord>& records, std::vector<HubSession>& sessions);
 
 // Node ids by name, in order of first appearance.
 class RealNodes {

@@ -10,7 +10,12 @@ into each at a rate, then does real things to real processes:
   pause  kill -STOP another worker for longer than its lease, then -CONT: it
          must stop acting at its deadline (its sessions close with reason
          "deadline" before it records anything more), and another worker
-         takes its connections over.
+         takes its connections over;
+  twin   a second process started with a running worker's --worker-id for
+         two leases and a reconcile (a force-deleted StatefulSet pod): it
+         must take none of the first's leases while the first renews, and
+         nobody acts at once (core: each process names itself in its leases;
+         liveness: it waits for the id, worker.id_in_use).
 Then it reads what the real systems recorded and decides:
   exactly once    every published sequence number of every connection is in
                   the sink table once (put mode: items keyed by seq; packed
@@ -65,11 +70,22 @@ class Fleet:
         process.worker_id, process.events_path = worker_id, events_path or self.events_path
         return process
 
+    @staticmethod
+    def process_fields(process):
+        """worker=, and process= once its log has said it (which process of
+        that worker id: check-real tells two processes of one id apart)."""
+        fields = {"worker": process.worker_id}
+        for e in events(process):
+            if "process" in e:
+                fields["process"] = e["process"]
+                break
+        return fields
+
     def signal(self, process, sig):
         """Sends `sig` to a worker's process group and records it."""
         names = {signal.SIGKILL: "lab.kill", signal.SIGSTOP: "lab.stop", signal.SIGCONT: "lab.cont"}
         if hasattr(process, "worker_id") and sig in names:
-            lab_event(process.events_path, names[sig], worker=process.worker_id)
+            lab_event(process.events_path, names[sig], **self.process_fields(process))
         os.killpg(process.pid, sig)
 
     def start(self, name, args, program=None, args0=None, env=None):
@@ -88,19 +104,20 @@ class Fleet:
         if process.poll() is not None:
             return
         worker = getattr(process, "worker_id", None)
+        fields = self.process_fields(process) if worker else {}
         try:
             os.killpg(process.pid, signal.SIGCONT)
             if worker:
-                lab_event(process.events_path, "lab.term", worker=worker)
+                lab_event(process.events_path, "lab.term", **fields)
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout)
             if worker:
-                lab_event(process.events_path, "lab.exit", worker=worker)
+                lab_event(process.events_path, "lab.exit", **fields)
         except ProcessLookupError:
             pass
         except subprocess.TimeoutExpired:
             if worker:
-                lab_event(process.events_path, "lab.kill", worker=worker)
+                lab_event(process.events_path, "lab.kill", **fields)
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(5)
 
@@ -220,6 +237,41 @@ def acting_overlaps(workers, end_mono, since_mono=0):
                 if b[0] < a[1] and a[2] != b[2]:
                     overlaps.append((c, a, b, min(a[1], b[1]) - b[0]))
     return overlaps
+
+
+def twin_phase(fleet, args, seconds, survivors, worker_flags):
+    """A second process under the worker id holding the most connections
+    (w0, behind the relay, left out): while the first renews, the second
+    opens none of its connections, and nobody acts at once. Returns 1 when
+    a check failed."""
+    time.sleep(2)
+    held = owners(survivors)
+    first = max([w for w in survivors if w.name != "w0"], key=lambda w: sum(1 for o in held.values() if o[0] == w.name))
+    theirs = [c for c, o in held.items() if o[0] == first.name]
+    start_mono = time.monotonic() * 1000
+    twin = fleet.start_worker(f"{first.name}-twin", first.worker_id, worker_flags)
+    twin_s = 2 * seconds["lease"] + seconds["reconcile"]
+    time.sleep(twin_s)
+    taken = [e["connection"] for e in events(twin) if e.get("event") == "lease.open" and e["connection"] in theirs]
+    waiting = [e for e in events(twin) if e.get("event") == "worker.id_in_use"]
+    overlaps = acting_overlaps(survivors + [twin], time.monotonic() * 1000, since_mono=start_mono)
+    fleet.stop(twin, timeout=15)
+    processes = {e.get("process") for e in events(first) + events(twin) if "process" in e}
+    problems = []
+    if not theirs:
+        problems.append(f"{first.name} held no connection when its twin started: nothing was tested")
+    if len(processes) != 2:
+        problems.append(f"the two processes named {len(processes)} processes in their logs, not 2")
+    if taken:
+        problems.append(f"the twin opened {len(taken)} of {first.name}'s connections while it renewed: {taken[:4]}")
+    if args.algorithm == "liveness" and not waiting:
+        problems.append("the twin did not say that its worker id is live in another process (worker.id_in_use)")
+    if overlaps:
+        problems.append(f"single ownership broken: {overlaps[:2]}")
+    return report(problems, f"twin: a second process with {first.name}'s worker id beside it for {twin_s:g} s "
+                  f"({first.name} holding {len(theirs)} connections): it opened {len(taken)} of them"
+                  + (f", said the id is in use ({len(waiting)} times)" if args.algorithm == "liveness" else "")
+                  + f"; acting overlaps: {len(overlaps)}")
 
 
 def start_hub(fleet, name, sessions_path):
@@ -592,6 +644,11 @@ def main():
               f"{max((e['mono_ms'] - cut_mono for e in closes), default=0) / 1000:.2f} s of the cut; acting overlaps: "
               f"{len(overlaps)}")
 
+        # twin: a second process with a running worker's id (a StatefulSet pod
+        # force-deleted while its node still runs it), for two leases and a
+        # reconcile, then drained.
+        failed += twin_phase(fleet, args, seconds, survivors, worker_flags)
+
         # dynamodb: the endpoint stopped for 1.5 leases and restarted with its
         # data: every worker stops acting at its deadline; the fleet recovers.
         time.sleep(2)
@@ -762,6 +819,11 @@ def main():
         watched = re.search(r"\((\d+) by the watcher's bound", crash[0]) if crash else None
         if status == 0 and not (watched and int(watched.group(1)) > 0):
             problems.append(f"check-real judged no crash gap by the watcher's bound: {crash[:1] or 'no crash line'}")
+        # The twin must reach the checkers as a process of its own, or they
+        # judged one process where two ran.
+        twins = re.search(r"(\d+) processes beside another of their worker id", "\n".join(output))
+        if status == 0 and not (twins and int(twins.group(1)) > 0):
+            problems.append("check-real saw no second process of one worker id: the twin was not judged")
         failed += report(problems, f"check-real: the simulator's ownership and recovery checkers on {len(worker_logs)} "
                          f"worker logs, the lab's events and the hub's sessions (exit {status})")
         for line in output:

@@ -148,5 +148,39 @@ TEST(RealRecords, HubSessionsBecomeUpstreamNotesAndAreJudged) {
             "for 0.200 s");
 }
 
+
+// Two processes with one worker id: the second, started while the first
+// runs, is a node of its own ("w1~1"), and so are its hub sessions; a lab
+// act names its process. A process started after the first was killed is a
+// restart: the same node, a new incarnation.
+TEST(RealRecords, AProcessBesideAnotherOfItsWorkerIdIsANodeOfItsOwn) {
+  std::vector<std::string> problems;
+  std::vector<RealRecord> records = read(
+      R"({"event":"worker.start","worker":"w1","process":11,"mono_ms":1000})" "\n"
+      R"({"event":"lease.open","worker":"w1","process":11,"mono_ms":1100,"connection":"c1","epoch":1})" "\n"
+      R"({"event":"worker.start","worker":"w1","process":22,"mono_ms":2000})" "\n"
+      R"({"event":"lease.open","worker":"w1","process":22,"mono_ms":2100,"connection":"c2","epoch":1})" "\n"
+      R"({"event":"lab.kill","worker":"w1","process":22,"mono_ms":3000})" "\n"
+      R"({"event":"lab.kill","worker":"w1","mono_ms":4000})" "\n"
+      R"({"event":"worker.start","worker":"w1","process":33,"mono_ms":5000})" "\n",
+      problems);
+  std::vector<HubSession> sessions{{"c2", "w1", "22", 1, 2100, 3000, std::nullopt, std::nullopt, std::nullopt},
+                                   {"c1", "w1", "11", 1, 1100, 4000, std::nullopt, std::nullopt, std::nullopt}};
+  EXPECT_EQ(name_processes(records, sessions), 1u);
+  EXPECT_EQ(sessions[0].worker, "w1~1");
+  EXPECT_EQ(sessions[1].worker, "w1");
+  const std::vector<Seen> seen = replay(records);
+  ASSERT_EQ(seen.size(), 7u);
+  EXPECT_EQ(seen[0].node, "w1");
+  EXPECT_EQ(seen[2].node, "w1~1");
+  EXPECT_EQ(seen[2].kind, EventKind::start);
+  EXPECT_EQ(seen[3].node, "w1~1");
+  EXPECT_EQ(seen[4].node, "w1~1");  // the kill that named process 22
+  EXPECT_EQ(seen[4].kind, EventKind::crash);
+  EXPECT_EQ(seen[5].node, "w1");  // no process named: the id's latest still running
+  EXPECT_EQ(seen[6].node, "w1");  // started after both were killed: a restart
+  EXPECT_EQ(seen[6].id, 2u);
+}
+
 }  // namespace
 }  // namespace leaseproof::properties
