@@ -4,8 +4,9 @@
 # Debug-vs-Release trace-hash comparison, the instruction budgets (Release),
 # the property gates (Release: the lease swarm, its edges, the registry), the stream lab on real processes
 # (scripts/lab.py), the tests against real servers (label 'real': dynalite,
-# fauxqs, the hub driven by python3-websockets), the real-worker lab, and one
-# mutant of the zoo (scripts/mutants.sh --rotate 1).
+# fauxqs, the hub driven by python3-websockets), the runtime's threaded suites
+# under ThreadSanitizer (tsan preset), the real-worker lab, and one mutant of
+# the zoo (scripts/mutants.sh --rotate 1).
 #   --pgo   also builds the profile-guided Release build (scripts/build-pgo.sh
 #           --quick) and checks that it gives Release's trace hashes: about 7
 #           minutes more on 2 cores. Run it after changing the build, the
@@ -30,7 +31,7 @@ for argument in "$@"; do
     --pgo) with_pgo=true ;;
     --asan) with_asan=true ;;
     -h | --help)
-      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -258,6 +259,36 @@ if [[ -x scripts/dynalite.sh ]]; then
   real_rc=$RC_PARAMS
   [[ $real_rc == *max_success* ]] || real_rc="$real_rc max_success=500"
   RC_PARAMS=$real_rc ctest_tier release 'real'
+
+  # The runtime's threads under ThreadSanitizer (tsan preset, -O1): the hub
+  # with several shards and its subscribers, the relay, the status server,
+  # and the lease host against this dynalite. Each suite counts as one
+  # check; a data race fails it (halt_on_error).
+  phase "tsan: the runtime's threaded suites"
+  echo "== build tsan: the runtime's threaded suites"
+  scripts/build.sh tsan --target leaseproof_tsan_tests
+  # The detector is on: a race on purpose must be reported.
+  echo "== tsan: the canary's race must be reported"
+  if ! TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/runtime/tsan_canary >"$log" 2>&1 &&
+     grep -q "ThreadSanitizer: data race" "$log"; then
+    passed=$((passed + 1))
+  else
+    cat "$log" >&2
+    echo "test.sh: ThreadSanitizer did not report the canary's race: the tsan suites prove nothing" >&2
+    failed=$((failed + 1))
+  fi
+  for suite in runtime/runtime_resume_test runtime/runtime_relay_test runtime/runtime_status_server_test \
+               real/lease_host_real_test; do
+    echo "== tsan: $suite"
+    if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" "build/tsan/tests/$suite" >"$log" 2>&1; then
+      tail -n 1 "$log"
+      passed=$((passed + 1))
+    else
+      tail -n 60 "$log" >&2
+      echo "test.sh: $suite failed under ThreadSanitizer" >&2
+      failed=$((failed + 1))
+    fi
+  done
   scripts/dynalite.sh stop >/dev/null
 
   # Real workers against a dynalite of their own (scripts/real_lab.py, about
