@@ -89,6 +89,7 @@ runtime::ResolvedCredentials resolve_credentials(const EndpointArgs& args, const
                                                  std::string_view endpoint_url) {
   runtime::CredentialsChainOptions chain;
   chain.profile = args.profile;
+  chain.region = region;                  // STS's, for web identity
   chain.tls_context = tls_context(args);  // STS, for web identity
   const runtime::CredentialsResult found = runtime::resolve_credentials_blocking(chain);
   if (found.ok()) {
@@ -116,9 +117,17 @@ std::string resolve_region_flag(const EndpointArgs& args) {
 // The endpoint of `service` ("dynamodb", "sqs"), or a usage error naming
 // where the URL came from.
 std::string service_endpoint(std::string_view service, std::string_view flag_name, const std::string& flag,
-                             const std::string& region) {
-  auto resolved = runtime::resolve_service_endpoint(service, flag, region, runtime::process_environment());
-  if (auto* error = std::get_if<std::string>(&resolved)) throw UsageError{fmt::format("--region: {}", *error)};
+                             const std::string& region, const std::string& profile) {
+  runtime::CredentialsChainOptions chain;
+  chain.profile = profile;
+  auto resolved = runtime::resolve_service_endpoint(service, flag, region, runtime::process_environment(),
+                                                    runtime::endpoint_profile(chain));
+  if (auto* error = std::get_if<std::string>(&resolved)) {
+    // A region of the wrong shape came from --region or its defaults; the
+    // rest names its own variable or profile key.
+    throw UsageError{fmt::format("{}: {}", error->starts_with("region '") ? "--region" : fmt::format("{} endpoint", service),
+                                 *error)};
+  }
   const auto& endpoint = std::get<runtime::ServiceEndpoint>(resolved);
   const std::string_view origin = endpoint.origin == "--endpoint" ? flag_name : std::string_view(endpoint.origin);
   if (!endpoint.url.starts_with("http://") && !endpoint.url.starts_with("https://")) {
@@ -132,7 +141,7 @@ runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args,
                                                 runtime::ResolvedCredentials* resolved = nullptr) {
   runtime::DynamoHttpClientOptions options;
   options.region = resolve_region_flag(args);
-  options.endpoint_url = service_endpoint("dynamodb", "--endpoint", args.endpoint, options.region);
+  options.endpoint_url = service_endpoint("dynamodb", "--endpoint", args.endpoint, options.region, args.profile);
   options.tls_context = tls_context(args);
   runtime::ResolvedCredentials found = resolve_credentials(args, options.region, options.endpoint_url);
   options.credentials = found.credentials;
@@ -144,7 +153,7 @@ runtime::DynamoHttpClientOptions client_options(const EndpointArgs& args,
 int create_queue_command(const SqsArgs& args, const EndpointArgs& aws) {
   runtime::SqsClientOptions options;
   options.region = resolve_region_flag(aws);
-  options.endpoint_url = service_endpoint("sqs", "--sqs-endpoint", args.sqs_endpoint, options.region);
+  options.endpoint_url = service_endpoint("sqs", "--sqs-endpoint", args.sqs_endpoint, options.region, aws.profile);
   options.tls_context = tls_context(aws);
   if (!args.queue.ends_with(".fifo") || args.queue.size() <= 5) {
     throw UsageError{fmt::format("--queue: '{}' is not a FIFO queue's name (NAME.fifo)", args.queue)};
@@ -427,7 +436,8 @@ runtime::WorkerOptions worker_options(const WorkerArgs& args, runtime::ResolvedC
     throw UsageError{"--sqs-endpoint: goes with --release-queue"};
   }
   if (!sqs.release_queue.empty()) {
-    options.host.sqs_endpoint = service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.host.dynamo.region);
+    options.host.sqs_endpoint =
+        service_endpoint("sqs", "--sqs-endpoint", sqs.sqs_endpoint, options.host.dynamo.region, args.endpoint.profile);
     options.host.release_queue = sqs.release_queue;
   }
 

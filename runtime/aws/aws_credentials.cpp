@@ -74,8 +74,18 @@ class ChainRun : public std::enable_shared_from_this<ChainRun> {
   void step(int index) {
     SourceOutcome outcome = NotFound{};
     switch (index) {
-      case 0: outcome = from_environment(env_); break;
-      case 1: outcome = launch(make_web_identity_source(io_, env_, options_, handler_for(index))); break;
+      // An explicit profile (--profile) replaces the environment's
+      // credentials and web identity, as in botocore.
+      case 0:
+        outcome = options_.profile.empty()
+                      ? from_environment(env_)
+                      : SourceOutcome{NotFound{fmt::format("environment (not read: --profile {} given)", options_.profile)}};
+        break;
+      case 1:
+        outcome = options_.profile.empty()
+                      ? launch(make_web_identity_source(io_, env_, options_, handler_for(index)))
+                      : SourceOutcome{NotFound{fmt::format("web identity (not read: --profile {} given)", options_.profile)}};
+        break;
       case 2: outcome = from_profile(env_, options_); break;
       case 3: outcome = launch(make_container_source(io_, env_, options_, handler_for(index))); break;
       case 4: outcome = launch(make_instance_metadata_source(io_, env_, options_, handler_for(index))); break;
@@ -201,17 +211,91 @@ std::string resolve_region(const CredentialsChainOptions& options) {
   return std::string(default_region);
 }
 
+EndpointProfile endpoint_profile(const CredentialsChainOptions& options) {
+  const Environment env = environment_of(options);
+  const SharedFile config_file = load_shared_file(env, true, options);
+  const std::string name = choose_profile(env, options).name;
+  EndpointProfile out;
+  out.name = fmt::format("profile '{}' in {}", name, config_file.path);
+  const auto profile = config_file.profiles.find(name);
+  if (profile == config_file.profiles.end()) return out;
+  for (const char* key : {"endpoint_url", "use_fips_endpoint", "use_dualstack_endpoint",
+                          "ignore_configured_endpoint_urls", "services"}) {
+    const auto value = profile->second.find(key);
+    if (value != profile->second.end() && !value->second.empty()) out.keys.emplace(key, value->second);
+  }
+  return out;
+}
+
+namespace {
+
+std::string endpoint_variable(std::string_view service) {
+  std::string variable = "AWS_ENDPOINT_URL_";
+  for (const char c : service) variable += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return variable;
+}
+
+// A true/false setting: the variable when set, else the profile's key (as
+// botocore's config chain reads them). nullopt: neither says; an error names
+// the one that is neither true nor false.
+std::variant<std::optional<bool>, std::string> boolean_setting(const Environment& environment, const char* variable,
+                                                               const EndpointProfile& profile, const char* key) {
+  std::string text = env_value(environment, variable);
+  std::string origin = variable;
+  if (text.empty()) {
+    const auto found = profile.keys.find(key);
+    if (found == profile.keys.end()) return std::optional<bool>{};
+    text = found->second;
+    origin = fmt::format("{} of {}", key, profile.name);
+  }
+  std::string lower;
+  for (const char c : text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "true") return std::optional<bool>{true};
+  if (lower == "false") return std::optional<bool>{false};
+  return fmt::format("{}: '{}' is not true or false", origin, text);
+}
+
+// A URL the environment or the profile configures for `service`; nullopt: none.
+std::variant<std::optional<ServiceEndpoint>, std::string> configured_endpoint(std::string_view service,
+                                                                              const Environment& environment,
+                                                                              const EndpointProfile& profile) {
+  const auto ignore =
+      boolean_setting(environment, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", profile, "ignore_configured_endpoint_urls");
+  if (const auto* error = std::get_if<std::string>(&ignore)) return *error;
+  if (std::get<std::optional<bool>>(ignore).value_or(false)) return std::optional<ServiceEndpoint>{};
+  const std::string service_variable = endpoint_variable(service);
+  for (const std::string& variable : {service_variable, std::string("AWS_ENDPOINT_URL")}) {
+    std::string url = env_value(environment, variable);
+    if (!url.empty()) return std::optional<ServiceEndpoint>{ServiceEndpoint{std::move(url), variable}};
+  }
+  if (const auto services = profile.keys.find("services"); services != profile.keys.end()) {
+    return fmt::format("services = {} in {}: service sections ([services {}]) are not read by leaseproof; give the "
+                       "endpoint with {} or --endpoint instead",
+                       services->second, profile.name, services->second, service_variable);
+  }
+  if (const auto url = profile.keys.find("endpoint_url"); url != profile.keys.end()) {
+    return std::optional<ServiceEndpoint>{ServiceEndpoint{url->second, "endpoint_url of " + profile.name}};
+  }
+  return std::optional<ServiceEndpoint>{};
+}
+
+}  // namespace
+
 std::variant<ServiceEndpoint, std::string> resolve_service_endpoint(std::string_view service,
                                                                     std::string_view explicit_url,
                                                                     std::string_view region,
-                                                                    const Environment& environment) {
+                                                                    const Environment& environment,
+                                                                    const EndpointProfile& profile) {
   if (!explicit_url.empty()) return ServiceEndpoint{std::string(explicit_url), "--endpoint"};
-  std::string service_variable = "AWS_ENDPOINT_URL_";
-  for (const char c : service) service_variable += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  for (const std::string& variable : {service_variable, std::string("AWS_ENDPOINT_URL")}) {
-    std::string url = env_value(environment, variable);
-    if (!url.empty()) return ServiceEndpoint{std::move(url), variable};
-  }
+  auto configured = configured_endpoint(service, environment, profile);
+  if (auto* error = std::get_if<std::string>(&configured)) return *error;
+  if (auto& url = std::get<std::optional<ServiceEndpoint>>(configured)) return std::move(*url);
+  const auto fips = boolean_setting(environment, "AWS_USE_FIPS_ENDPOINT", profile, "use_fips_endpoint");
+  if (const auto* error = std::get_if<std::string>(&fips)) return *error;
+  const auto dualstack = boolean_setting(environment, "AWS_USE_DUALSTACK_ENDPOINT", profile, "use_dualstack_endpoint");
+  if (const auto* error = std::get_if<std::string>(&dualstack)) return *error;
+  const bool use_fips = std::get<std::optional<bool>>(fips).value_or(false);
+  const bool use_dualstack = std::get<std::optional<bool>>(dualstack).value_or(false);
   const bool region_shaped = !region.empty() && region.size() <= 64 &&
                              region.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string_view::npos &&
                              region.front() != '-' && region.back() != '-';
@@ -219,8 +303,25 @@ std::variant<ServiceEndpoint, std::string> resolve_service_endpoint(std::string_
     return fmt::format("region '{}' is not a region's name (lowercase letters, digits and '-', e.g. eu-west-1)",
                        region);
   }
-  const std::string_view suffix = region.starts_with("cn-") ? "amazonaws.com.cn" : "amazonaws.com";
-  return ServiceEndpoint{fmt::format("https://{}.{}.{}", service, region, suffix), fmt::format("region {}", region)};
+  const bool china = region.starts_with("cn-");
+  const std::string_view suffix = use_dualstack ? (china ? "api.amazonwebservices.com.cn" : "api.aws")
+                                                : (china ? "amazonaws.com.cn" : "amazonaws.com");
+  std::string host{service};
+  if (use_fips && region.starts_with("us-gov-")) {
+    // GovCloud's DynamoDB endpoints are FIPS endpoints under the plain name
+    // (botocore's endpoint rules); other services' are not looked up here.
+    if (service != "dynamodb") {
+      return fmt::format("AWS_USE_FIPS_ENDPOINT in {}: leaseproof knows GovCloud's FIPS endpoint of dynamodb only; "
+                         "give {}'s with --endpoint or {}",
+                         region, service, endpoint_variable(service));
+    }
+  } else if (use_fips) {
+    host += "-fips";
+  }
+  std::string origin = fmt::format("region {}", region);
+  if (use_fips) origin += ", FIPS";
+  if (use_dualstack) origin += ", dual-stack";
+  return ServiceEndpoint{fmt::format("https://{}.{}.{}", host, region, suffix), std::move(origin)};
 }
 
 std::optional<int64_t> parse_iso8601_ns(std::string_view text) {

@@ -54,7 +54,13 @@ struct CredentialsChainOptions {
   // reads the process environment each time the chain runs.
   std::optional<Environment> environment;
   // Takes precedence over AWS_PROFILE; empty: AWS_PROFILE, else "default".
+  // Given (--profile), it also replaces the environment's credentials and
+  // web identity, as an explicit profile does in botocore; AWS_PROFILE does
+  // not.
   std::string profile;
+  // The region of the process (--region): web identity asks STS there.
+  // Empty: resolve_region().
+  std::string region;
   // The host[:port] that AWS_CONTAINER_CREDENTIALS_RELATIVE_URI is appended to.
   // Changed by tests only.
   std::string container_host = "169.254.170.2";
@@ -130,21 +136,41 @@ CredentialsResult resolve_credentials_blocking(const CredentialsChainOptions& op
 // config file, else "us-east-1". Unreadable files count as absent.
 std::string resolve_region(const CredentialsChainOptions& options);
 
-// Where an AWS service's requests go, as AWS SDKs resolve it: `explicit_url`
-// when given (a --endpoint flag), else AWS_ENDPOINT_URL_<SERVICE>
-// (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS), else AWS_ENDPOINT_URL,
-// else the regional endpoint https://<service>.<region>.amazonaws.com
-// (.amazonaws.com.cn in the cn- regions). `origin` says which, for logs.
+// What the chosen profile of the config file says about endpoints: the keys
+// endpoint_url, use_fips_endpoint, use_dualstack_endpoint,
+// ignore_configured_endpoint_urls and services (botocore reads the same).
+struct EndpointProfile {
+  std::string name;  // for messages: "profile 'dev' in /home/u/.aws/config"
+  std::map<std::string, std::string, std::less<>> keys;
+};
+// An unreadable config file counts as absent (resolve_region does the same).
+EndpointProfile endpoint_profile(const CredentialsChainOptions& options);
+
+// Where an AWS service's requests go, as botocore resolves it: `explicit_url`
+// when given (a --endpoint flag); else, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS
+// (or the profile's ignore_configured_endpoint_urls) is true,
+// AWS_ENDPOINT_URL_<SERVICE> (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS,
+// AWS_ENDPOINT_URL_STS), AWS_ENDPOINT_URL, the profile's endpoint_url; else
+// the regional endpoint https://<service>.<region>.amazonaws.com
+// (.amazonaws.com.cn in the cn- regions), with -fips after the service when
+// AWS_USE_FIPS_ENDPOINT (or use_fips_endpoint) is true and under api.aws
+// (api.amazonwebservices.com.cn) when AWS_USE_DUALSTACK_ENDPOINT (or
+// use_dualstack_endpoint) is. A configured URL turns both off, as in
+// botocore. `origin` says which, for logs.
 struct ServiceEndpoint {
   std::string url;
   std::string origin;  // "--endpoint", "AWS_ENDPOINT_URL_SQS", "region eu-west-1", ...
 };
-// `service` is the endpoint prefix ("dynamodb", "sqs"); an error names the
-// region when it is not a region's shape (lowercase letters, digits, '-').
+// `service` is the endpoint prefix ("dynamodb", "sqs", "sts"). An error names
+// the setting: a region that is not a region's shape (lowercase letters,
+// digits, '-'), a true/false setting with another value, a profile's
+// `services` (service sections are not read: refused rather than ignored),
+// FIPS in a GovCloud region for a service other than DynamoDB.
 std::variant<ServiceEndpoint, std::string> resolve_service_endpoint(std::string_view service,
                                                                     std::string_view explicit_url,
                                                                     std::string_view region,
-                                                                    const Environment& environment);
+                                                                    const Environment& environment,
+                                                                    const EndpointProfile& profile = {});
 
 // For long-running processes: resolves on the io_context, then keeps
 // credentials that carry an Expiration fresh. Not thread-safe except source(),

@@ -215,6 +215,7 @@ SourceOutcome parse_sts_answer(const std::string& url, const std::string& role_a
 struct WebIdentityCall {
   HttpRequest request;
   std::string role_arn;  // for messages
+  std::string where;     // "https://sts.eu-west-1.amazonaws.com (from region eu-west-1)": for messages and logs
 };
 
 std::variant<WebIdentityCall, NotFound, CredentialsError> web_identity_request(const Environment& env,
@@ -235,10 +236,11 @@ std::variant<WebIdentityCall, NotFound, CredentialsError> web_identity_request(c
   if (token.empty()) return CredentialsError{fmt::format("web identity: the token file {} is empty", token_file)};
   std::string session = env_value(env, "AWS_ROLE_SESSION_NAME");
   if (session.empty()) session = fmt::format("leaseproof-{}", wall_now(options) / 1'000'000);
-  const std::string region = resolve_region(options);
-  auto endpoint = resolve_service_endpoint("sts", "", region, env);
+  const std::string region = options.region.empty() ? resolve_region(options) : options.region;
+  auto endpoint = resolve_service_endpoint("sts", "", region, env, endpoint_profile(options));
   if (auto* problem = std::get_if<std::string>(&endpoint)) return CredentialsError{"web identity: STS: " + *problem};
-  auto parsed = parse_http_url(std::get<ServiceEndpoint>(endpoint).url, /*https_allowed=*/true);
+  const ServiceEndpoint& sts = std::get<ServiceEndpoint>(endpoint);
+  auto parsed = parse_http_url(sts.url, /*https_allowed=*/true);
   if (auto* problem = std::get_if<std::string>(&parsed)) return CredentialsError{"web identity: STS endpoint " + *problem};
   HttpRequest request = std::get<HttpRequest>(std::move(parsed));
   request.method = http::verb::post;
@@ -246,29 +248,30 @@ std::variant<WebIdentityCall, NotFound, CredentialsError> web_identity_request(c
   request.body = fmt::format("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn={}&RoleSessionName={}"
                              "&WebIdentityToken={}",
                              form_encode(role_arn), form_encode(session), form_encode(token));
-  return WebIdentityCall{std::move(request), role_arn};
+  return WebIdentityCall{std::move(request), role_arn, fmt::format("{} (from {})", sts.url, sts.origin)};
 }
 
 class WebIdentitySource final : public SourceFetchBase {
  public:
   WebIdentitySource(asio::io_context& io, WebIdentityCall call, const CredentialsChainOptions& options, Handler handler)
       : SourceFetchBase(io, options, std::move(handler)), request_(std::move(call.request)),
-        role_arn_(std::move(call.role_arn)), timeout_(options.sts_timeout) {}
+        role_arn_(std::move(call.role_arn)), where_(std::move(call.where)), timeout_(options.sts_timeout) {}
 
   void start() override {
     fetch(request_, timeout_, [this](HttpOutcome outcome) {
       if (auto* problem = std::get_if<std::string>(&outcome)) {
         return finish(CredentialsError{fmt::format("web identity: AssumeRoleWithWebIdentity {} at {}: {}", role_arn_,
-                                                   request_.url, *problem)});
+                                                   where_, *problem)});
       }
       const auto& answer = std::get<HttpAnswer>(outcome);
-      finish(parse_sts_answer(request_.url, role_arn_, answer.status, answer.body));
+      finish(parse_sts_answer(where_, role_arn_, answer.status, answer.body));
     });
   }
 
  private:
   HttpRequest request_;
   std::string role_arn_;
+  std::string where_;
   Duration timeout_;
 };
 

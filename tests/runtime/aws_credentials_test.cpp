@@ -740,6 +740,52 @@ TEST(CredentialsWebIdentity, TheTokenFileAndRoleGoToStsAndItsCredentialsComeBack
             "&RoleSessionName=w-0&WebIdentityToken=eyJ.token%2B%2F%3D");
 }
 
+// An explicit profile (--profile) replaces the environment's keys and web
+// identity, as Session(profile=...) and the CLI's --profile do in botocore;
+// AWS_PROFILE does not (botocore reads it as any other setting).
+TEST(CredentialsWebIdentity, AnExplicitProfileReplacesTheEnvironmentsKeysAndWebIdentity) {
+  TempDir dir;
+  dir.write(".aws/credentials", "[dev]\naws_access_key_id = AKIDDEV\naws_secret_access_key = s\n");
+  StubEndpoint stub({http_reply(200, sts_answer("AKIDSTS", "2030-01-01T00:00:00Z"))});
+  Environment environment = web_identity_env(dir, stub);
+  environment["AWS_ACCESS_KEY_ID"] = "AKIDENV";
+  environment["AWS_SECRET_ACCESS_KEY"] = "envsecret";
+  auto options = with_env(environment);
+  options.profile = "dev";
+  auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDDEV");
+  EXPECT_TRUE(stub.seen().empty());  // STS never asked
+  options.profile.clear();
+  options.environment->emplace("AWS_PROFILE", "dev");
+  result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_EQ(result.value().credentials.access_key_id, "AKIDENV");
+}
+
+// STS is asked in the process's region (--region), and the endpoint it was
+// asked at is named with where it came from.
+TEST(CredentialsWebIdentity, StsIsAskedInTheGivenRegionAndNamedWithItsOrigin) {
+  TempDir dir;
+  StubEndpoint stub({http_reply(200, sts_answer("AKIDSTS", "2030-01-01T00:00:00Z"))});
+  Environment environment = web_identity_env(dir, stub);
+  auto options = with_env(environment);
+  options.wall_clock_ns = [] { return *parse_iso8601_ns("2029-06-01T00:00:00Z"); };
+  auto result = resolve_credentials_blocking(options);
+  ASSERT_TRUE(result.ok()) << result.error().detail;
+  EXPECT_TRUE(contains(result.value().description, "(from AWS_ENDPOINT_URL_STS)")) << result.value().description;
+  // Without a configured URL the regional host of the given region (not
+  // resolvable here: the error names it).
+  environment.erase("AWS_ENDPOINT_URL_STS");
+  options = with_env(environment);
+  options.region = "ap-south-2";
+  options.sts_timeout = Duration::from_ms(300);
+  result = resolve_credentials_blocking(options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.error().detail, "https://sts.ap-south-2.amazonaws.com (from region ap-south-2)"))
+      << result.error().detail;
+}
+
 TEST(CredentialsWebIdentity, StsRefusalsAndHalfConfigurationsAreErrors) {
   TempDir dir;
   StubEndpoint stub({http_reply(403, "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
@@ -858,6 +904,79 @@ TEST(ServiceEndpoint, ExplicitThenServiceVariableThenGlobalVariableThenRegion) {
   // An empty variable counts as unset, as in the SDKs.
   EXPECT_EQ(endpoint_of("sqs", "", "us-east-1", {{"AWS_ENDPOINT_URL_SQS", ""}}),
             "https://sqs.us-east-1.amazonaws.com from region us-east-1");
+}
+
+std::string endpoint_with(std::string_view service, const Environment& environment, const EndpointProfile& profile) {
+  auto resolved = resolve_service_endpoint(service, "", "eu-west-1", environment, profile);
+  if (auto* error = std::get_if<std::string>(&resolved)) return "error: " + *error;
+  return std::get<ServiceEndpoint>(resolved).url + " from " + std::get<ServiceEndpoint>(resolved).origin;
+}
+
+// FIPS and dual-stack hosts as botocore's endpoint rules name them
+// (botocore 1.43: dynamodb-fips.us-east-1.amazonaws.com,
+// dynamodb.us-east-1.api.aws, dynamodb-fips.us-east-1.api.aws).
+TEST(ServiceEndpoint, FipsAndDualStackFromTheEnvironmentOrTheProfile) {
+  const EndpointProfile none;
+  EXPECT_EQ(endpoint_with("dynamodb", {{"AWS_USE_FIPS_ENDPOINT", "true"}}, none),
+            "https://dynamodb-fips.eu-west-1.amazonaws.com from region eu-west-1, FIPS");
+  EXPECT_EQ(endpoint_with("sqs", {{"AWS_USE_DUALSTACK_ENDPOINT", "TRUE"}}, none),
+            "https://sqs.eu-west-1.api.aws from region eu-west-1, dual-stack");
+  EXPECT_EQ(endpoint_with("dynamodb", {{"AWS_USE_FIPS_ENDPOINT", "true"}, {"AWS_USE_DUALSTACK_ENDPOINT", "true"}}, none),
+            "https://dynamodb-fips.eu-west-1.api.aws from region eu-west-1, FIPS, dual-stack");
+  const EndpointProfile fips{"profile 'gov'", {{"use_fips_endpoint", "true"}}};
+  EXPECT_EQ(endpoint_with("sts", {}, fips), "https://sts-fips.eu-west-1.amazonaws.com from region eu-west-1, FIPS");
+  // The variable wins over the profile.
+  EXPECT_EQ(endpoint_with("sts", {{"AWS_USE_FIPS_ENDPOINT", "false"}}, fips),
+            "https://sts.eu-west-1.amazonaws.com from region eu-west-1");
+  // A configured URL turns both off, as in botocore.
+  EXPECT_EQ(endpoint_with("sqs", {{"AWS_USE_FIPS_ENDPOINT", "true"}, {"AWS_ENDPOINT_URL", "http://127.0.0.1:9"}}, none),
+            "http://127.0.0.1:9 from AWS_ENDPOINT_URL");
+  EXPECT_EQ(endpoint_with("sqs", {{"AWS_USE_FIPS_ENDPOINT", "yes"}}, none),
+            "error: AWS_USE_FIPS_ENDPOINT: 'yes' is not true or false");
+  auto gov = resolve_service_endpoint("dynamodb", "", "us-gov-west-1", {{"AWS_USE_FIPS_ENDPOINT", "true"}});
+  ASSERT_TRUE(std::holds_alternative<ServiceEndpoint>(gov));
+  EXPECT_EQ(std::get<ServiceEndpoint>(gov).url, "https://dynamodb.us-gov-west-1.amazonaws.com");
+  gov = resolve_service_endpoint("sqs", "", "us-gov-west-1", {{"AWS_USE_FIPS_ENDPOINT", "true"}});
+  ASSERT_TRUE(std::holds_alternative<std::string>(gov));
+  EXPECT_TRUE(contains(std::get<std::string>(gov), "AWS_ENDPOINT_URL_SQS")) << std::get<std::string>(gov);
+}
+
+// The profile's endpoint_url comes after both variables; ignoring configured
+// URLs (variable or profile) leaves the regional host; a profile's
+// `services` section is refused rather than ignored.
+TEST(ServiceEndpoint, TheProfilesEndpointUrlServicesAndIgnoringConfiguredUrls) {
+  const EndpointProfile local{"profile 'local' in /h/.aws/config", {{"endpoint_url", "http://127.0.0.1:8000"}}};
+  EXPECT_EQ(endpoint_with("dynamodb", {}, local),
+            "http://127.0.0.1:8000 from endpoint_url of profile 'local' in /h/.aws/config");
+  EXPECT_EQ(endpoint_with("dynamodb", {{"AWS_ENDPOINT_URL", "http://127.0.0.1:4566"}}, local),
+            "http://127.0.0.1:4566 from AWS_ENDPOINT_URL");
+  EXPECT_EQ(endpoint_with("dynamodb", {{"AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"},
+                                       {"AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4566"}},
+                          local),
+            "https://dynamodb.eu-west-1.amazonaws.com from region eu-west-1");
+  const EndpointProfile ignoring{"profile 'p'", {{"endpoint_url", "http://127.0.0.1:8000"},
+                                                 {"ignore_configured_endpoint_urls", "true"}}};
+  EXPECT_EQ(endpoint_with("sqs", {}, ignoring), "https://sqs.eu-west-1.amazonaws.com from region eu-west-1");
+  // The explicit flag is never ignored.
+  auto explicit_url = resolve_service_endpoint("sqs", "http://127.0.0.1:1", "eu-west-1", {}, ignoring);
+  EXPECT_EQ(std::get<ServiceEndpoint>(explicit_url).url, "http://127.0.0.1:1");
+  const EndpointProfile services{"profile 'p'", {{"services", "local-ddb"}}};
+  const std::string refused = endpoint_with("dynamodb", {}, services);
+  EXPECT_TRUE(contains(refused, "services = local-ddb")) << refused;
+  EXPECT_TRUE(contains(refused, "AWS_ENDPOINT_URL_DYNAMODB")) << refused;
+}
+
+// endpoint_profile reads those keys of the chosen profile from the config file.
+TEST(ServiceEndpoint, EndpointProfileReadsTheChosenProfilesKeys) {
+  TempDir home;
+  home.write(".aws/config", "[profile dev]\nendpoint_url = http://127.0.0.1:8000\nuse_fips_endpoint = true\n"
+                            "region = eu-west-1\ns3 =\n  endpoint_url = http://127.0.0.1:9\n");
+  auto options = with_env({{"HOME", home.path()}, {"AWS_PROFILE", "dev"}});
+  const EndpointProfile profile = endpoint_profile(options);
+  EXPECT_EQ(profile.keys.at("endpoint_url"), "http://127.0.0.1:8000");  // not the sub-property's
+  EXPECT_EQ(profile.keys.at("use_fips_endpoint"), "true");
+  EXPECT_FALSE(profile.keys.contains("region"));
+  EXPECT_TRUE(contains(profile.name, "profile 'dev'")) << profile.name;
 }
 
 TEST(ServiceEndpoint, ARegionThatCouldNotNameAHostIsAnError) {
