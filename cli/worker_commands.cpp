@@ -62,7 +62,11 @@ bool is_aws_host(std::string_view url) {
   const auto scheme = url.find("://");
   std::string_view host = scheme == std::string_view::npos ? url : url.substr(scheme + 3);
   host = host.substr(0, host.find_first_of(":/"));
-  return host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn");
+  // The dual-stack hosts too (AWS_USE_DUALSTACK_ENDPOINT).
+  for (const std::string_view suffix : {".amazonaws.com", ".amazonaws.com.cn", ".api.aws", ".api.amazonwebservices.com.cn"}) {
+    if (host.ends_with(suffix)) return true;
+  }
+  return false;
 }
 
 // The verifying TLS context every https:// client of the process shares: the

@@ -6,7 +6,9 @@
 #     never the local placeholder;
 #   - an AWS host with no credentials found is an error, never the placeholder;
 #   - `control create-queue` takes --profile (and signs with it);
-#   - a region that cannot name a host is refused (exit 2) naming --region.
+#   - a region that cannot name a host is refused (exit 2) naming --region;
+#   - FIPS and dual-stack hosts, a bad true/false setting and a profile's
+#     services (refused), --profile replacing the environment's keys.
 set -uo pipefail
 binary=${1:?usage: cli_credentials_test.sh LEASEPROOF}
 home=$(mktemp -d)
@@ -46,6 +48,21 @@ expect "AWS_ENDPOINT_URL_DYNAMODB" 1 "dynamodb endpoint http://127.0.0.1:1 \(fro
   env AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1 "$binary" control owners
 expect "an endpoint that is not http" 2 "AWS_ENDPOINT_URL: 'ftp://127.0.0.1:1' is not an http:// or https:// URL" -- \
   env AWS_ENDPOINT_URL=ftp://127.0.0.1:1 "$binary" control owners
+# As botocore reads them: FIPS and dual-stack hosts, a true/false setting
+# with another value, a profile's services section (refused), and an
+# explicit --profile replacing the environment's keys.
+printf '[profile sectioned]\nservices = local\n[services local]\ndynamodb =\n  endpoint_url = http://127.0.0.1:1\n' \
+  >>"$home/.aws/config"
+expect "AWS_USE_FIPS_ENDPOINT" 2 "dynamodb endpoint https://dynamodb-fips.eu-west-1.amazonaws.com \(from region eu-west-1, FIPS\)" -- \
+  env AWS_USE_FIPS_ENDPOINT=true "$binary" control owners --region eu-west-1
+expect "AWS_USE_DUALSTACK_ENDPOINT" 2 "sqs endpoint https://sqs.eu-west-1.api.aws \(from region eu-west-1, dual-stack\)" -- \
+  env AWS_USE_DUALSTACK_ENDPOINT=true "$binary" control create-queue --region eu-west-1 --queue releases.fifo
+expect "a true/false setting with another value" 2 "dynamodb endpoint: AWS_USE_FIPS_ENDPOINT: 'maybe' is not true or false" -- \
+  env AWS_USE_FIPS_ENDPOINT=maybe "$binary" control owners --region eu-west-1
+expect "a profile's services" 2 "services = local in profile 'sectioned'.*AWS_ENDPOINT_URL_DYNAMODB" -- \
+  env AWS_PROFILE=sectioned "$binary" control owners
+expect "--profile replaces the environment's keys" 1 "credentials from profile 'queues'" -- \
+  env AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY=s "$binary" control owners --profile queues --endpoint http://127.0.0.1:1
 
 if ((failures > 0)); then
   echo "cli_credentials: $failures failed" >&2
