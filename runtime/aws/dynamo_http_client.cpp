@@ -263,6 +263,15 @@ constexpr int interim_responses_max = 4;
 
 bool is_interim(int http_status) { return http_status >= 100 && http_status < 200 && http_status != 101; }
 
+// A TLS server that gets a plaintext request closes, or sends an alert record
+// first (15 03 0N ...). Any TLS record begins with its type (0x14 to 0x17)
+// and the major version 0x03; an HTTP answer begins with "HTTP/".
+bool starts_like_tls_record(std::string_view bytes) {
+  return bytes.size() >= 2 && bytes[0] >= '\x14' && bytes[0] <= '\x17' && bytes[1] == '\x03';
+}
+
+constexpr std::string_view tls_port_hint = "(if that port speaks TLS, use https://)";
+
 struct ParsedBody {
   nlohmann::json json;  // discarded when the body is not JSON
   bool too_deep = false;
@@ -717,14 +726,15 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
   }
 
   void fail(Phase phase, error_code ec) {
-    const bool stale = is_stale_connection(phase, ec);
-    close_connection();
-    if (stale) {
+    if (is_stale_connection(phase, ec)) {
+      close_connection();
       retried_ = true;
       begin_exchange();
       return;
     }
-    finish(describe_failure(phase, ec));
+    TransportError error = describe_failure(phase, ec);  // before close_connection() clears buffer_
+    close_connection();
+    finish(std::move(error));
   }
 
   TransportError describe_failure(Phase phase, error_code ec) {  // not const: reads the TLS verdict
@@ -747,19 +757,49 @@ class DynamoHttpClient::Impl : public std::enable_shared_from_this<DynamoHttpCli
                               fmt::format("TLS with {}: {}", options_.endpoint_url,
                                           describe_tls_failure(ec, tls_ ? tls_->native_handle() : nullptr))};
       case Phase::write: return TransportError{TransportErrorKind::connection_lost, "write: " + ec.message()};
-      case Phase::read:
+      case Phase::read: {
+        const std::string hint = tls_port_suspicion(ec);
         // Closed before the answer was complete (mid-headers, mid-body, a
         // Content-Length larger than what came): lost, not malformed.
         if (ec == http::error::partial_message) {
-          return TransportError{TransportErrorKind::connection_lost, "read: " + ec.message()};
+          return TransportError{TransportErrorKind::connection_lost, "read: " + ec.message() + hint};
         }
         if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
             ec != http::error::end_of_stream) {
-          return TransportError{TransportErrorKind::bad_response, "read: " + ec.message()};
+          return TransportError{TransportErrorKind::bad_response, "read: " + ec.message() + hint};
         }
-        return TransportError{TransportErrorKind::connection_lost, "read: " + ec.message()};
+        return TransportError{TransportErrorKind::connection_lost, "read: " + ec.message() + hint};
+      }
     }
     LP_UNREACHABLE("phase {}", static_cast<int>(phase));
+  }
+
+  // The words a failed read gets when the endpoint may be a TLS port given as
+  // http:// ("" when not): the connection ended before any byte of an answer,
+  // or what came begins like a TLS record. Only on a fresh plaintext
+  // connection with no answer yet; a server that sent some HTTP (an interim
+  // answer, part of a status line) and then died is no TLS port. Beast's
+  // end_of_stream means that no byte of the answer arrived; the parser consumes
+  // nothing of an unfinished or invalid status line, so buffer_ still holds
+  // the first bytes the server sent. A reset counts too: a TLS server that
+  // closes with our request still unread in its socket makes the kernel send
+  // RST rather than FIN (what Python's ssl module does on a plaintext request).
+  std::string tls_port_suspicion(error_code ec) const {
+    if (tls_ || reused_connection_ || interim_responses_ > 0 || (parser_ && parser_->is_header_done())) {
+      return {};
+    }
+    const bool nothing_received = buffer_.size() == 0 && !(parser_ && parser_->got_some());
+    if (ec == http::error::end_of_stream || (ec == asio::error::connection_reset && nothing_received)) {
+      return fmt::format(" from {} before any HTTP answer {}", options_.endpoint_url, tls_port_hint);
+    }
+    const auto first = static_cast<const char*>(buffer_.data().data());
+    const std::string_view received(first, buffer_.size());
+    if (!starts_like_tls_record(received)) {
+      return {};
+    }
+    return fmt::format(" from {}: the answer begins like a TLS record ({:02x} {:02x}), not like HTTP {}",
+                       options_.endpoint_url, static_cast<unsigned char>(received[0]),
+                       static_cast<unsigned char>(received[1]), tls_port_hint);
   }
 
   void finish(DynamoHttpResult result) {

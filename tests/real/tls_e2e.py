@@ -99,6 +99,13 @@ def run(binary, workdir):
         if status != 2 or "--ca-file" not in output:
             fail(f"a missing --ca-file: exit {status}, expected 2 naming --ca-file: {output}")
         print("PASS a missing CA file: exit 2 naming --ca-file")
+        # The mirror case: http:// at the TLS port. The proxy drops the plaintext request unanswered.
+        endpoint = url["good"].replace("https://localhost", "http://127.0.0.1")
+        status, output, seconds = control(binary, ["create-tables", "--endpoint", endpoint])
+        if status != 1 or f"from {endpoint} before any HTTP answer (if that port speaks TLS, use https://)" not in output:
+            fail(f"http:// at a TLS port: exit {status} after {seconds:.1f} s, expected 1 naming {endpoint} and "
+                 f"https://: {output}")
+        print(f"PASS http:// at a TLS port: exit 1 in {seconds:.2f} s: {output.strip().splitlines()[-1]}")
 
         # A worker holds leases and records over https.
         # The hub's TLS flags, refused with exit 2 naming the flag; subscribe's --ca-file too.

@@ -445,6 +445,61 @@ TEST(DynamoResponseFuzz, EveryBrokenAnswerIsAValueAndTheNextRequestStillWorks) {
 }
 
 // ---------------------------------------------------------------------------
+// An http:// endpoint whose port speaks TLS (a TLS proxy, DynamoDB's 443): the
+// server closes on the plaintext request (FIN, or RST when the request lies
+// unread in its socket), or sends a TLS alert first. The
+// error keeps its kind and names the endpoint and https://; a server that
+// sent part of an HTTP answer before dying gets no such hint.
+
+struct TlsPortCase {
+  std::string name;
+  Answer answer;
+  TransportErrorKind kind;
+  bool hint;
+};
+
+TEST(DynamoResponseFuzz, APlaintextRequestToATlsPortNamesTheEndpointAndHttps) {
+  using enum TransportErrorKind;
+  const std::string tls_alert("\x15\x03\x03\x00\x02\x02\x32", 7);  // fatal decode_error, TLS 1.2
+  const std::vector<TlsPortCase> tls_port_cases = {
+      {"close before any byte", closing(""), connection_lost, true},
+      {"reset before any byte", resetting(""), connection_lost, true},
+      {"a TLS alert record, then close", closing(tls_alert), connection_lost, true},
+      {"a TLS alert record, then reset", resetting(tls_alert), connection_lost, true},
+      {"a TLS handshake record, then close", closing(std::string("\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 11)),
+       bad_response, true},
+      {"close mid-status-line", closing("HTTP/1.1 2"), connection_lost, false},
+      {"reset mid-status-line", resetting("HTTP/1.1 2"), connection_lost, false},
+      {"close mid-headers", closing("HTTP/1.1 200 OK\r\nContent-Ty"), connection_lost, false},
+      // Unparsed bytes 15 03 after a whole header block: what comes after the
+      // head of an HTTP answer is no TLS record.
+      {"close mid-body, a chunk size 15 03",
+       closing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + tls_alert), connection_lost, false},
+      {"100 Continue, then close", closing("HTTP/1.1 100 Continue\r\n\r\n"), connection_lost, false},
+  };
+  for (const TlsPortCase& c : tls_port_cases) {
+    SCOPED_TRACE(c.name);
+    Harness harness;  // a fresh connection: the first request of a new client
+    const std::string endpoint = harness.server().endpoint();
+    harness.server().script({c.answer});
+    const Outcome outcome = harness.call("to-a-tls-port");
+    ASSERT_EQ(outcome.exception, "");
+    ASSERT_TRUE(outcome.result.has_value());
+    ASSERT_FALSE(outcome.result->ok()) << describe(*outcome.result);
+    const TransportError& error = outcome.result->error();
+    std::printf("%-40s -> %s\n", c.name.c_str(), describe(*outcome.result).c_str());
+    EXPECT_EQ(error.kind, c.kind) << error.detail;
+    if (c.hint) {
+      EXPECT_NE(error.detail.find(endpoint), std::string::npos) << error.detail;
+      EXPECT_NE(error.detail.find("if that port speaks TLS, use https://"), std::string::npos) << error.detail;
+    } else {
+      EXPECT_EQ(error.detail.find("https://"), std::string::npos) << error.detail;
+      EXPECT_EQ(error.detail.find("TLS"), std::string::npos) << error.detail;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // wait_until_table_active reads DescribeTable answers of any shape: it threw
 // nlohmann::json::type_error on {} (`dynamo replay --endpoint` terminated).
 
