@@ -436,12 +436,17 @@ void finish_preset(std::string_view name, uint64_t seed, const nlohmann::json& p
     options.lease.capacity = (options.connections + options.workers - 1) / options.workers;
     if (full.chance(Ratio{1, 2}) && !parameters.contains("sqs_wait")) options.sqs_wait = D::from_s(5);
     // No worker has room for another's connections: one whose DynamoDB
-    // refuses it strands its own until the refusal ends, as a partition
-    // does. A full fleet's drawn refusals last at most a minute, as its
-    // drawn partitions do, so the sweep's bound still holds (lease-swarm
-    // seed 500301: 2m34s of refusals, a connection ownerless for 1m51s).
+    // refuses it strands its own until the refusal ends, and only it can
+    // take them back, at its next sweep after that: up to a reconcile
+    // interval, its jitter, the GSI lag and a few requests (75 s with the
+    // defaults). A gap can begin as the refusal does (the owner paused in
+    // it stops acting at once), so the refusal plus that must fit in the
+    // sweep's bound (1m44.7s): a full fleet's drawn refusals last at most
+    // 25 s (lease-swarm seed 500301: 2m34s of refusals, a connection
+    // ownerless for 1m51s; seed 600479 with the liveness algorithm: a
+    // minute of refusals and a pause 3.5 s into it, 1m50.9s).
     if (!parameters.contains("refusals")) {
-      for (WorkerFault& f : options.refusals) f.length = std::min(f.length, D::from_min(1));
+      for (WorkerFault& f : options.refusals) f.length = std::min(f.length, D::from_s(25));
     }
   }
   LeaseScenarioOptions drawn = options;
