@@ -69,9 +69,9 @@ int64_t LeaseManager::tenure_incarnation() const {
 }
 
 void LeaseManager::start(Clock now, Actions& out) {
-  // 1..2^62: a process's own, not 0 (what a lease acquired by no process of
-  // the core algorithm, or by an older release of it, reads as).
-  if (config_.algorithm == Algorithm::core && process_incarnation_ == 0) {
+  // 1..2^62: a process's own, not 0 (what a lease or a claim written by no
+  // process, or by an older release, reads as).
+  if (config_.algorithm != Algorithm::seed && process_incarnation_ == 0) {
     process_incarnation_ = 1 + static_cast<int64_t>(random_.below(static_cast<uint64_t>(kProcessIncarnationMax)));
   }
   // A small random delay spreads a fleet that starts at once.

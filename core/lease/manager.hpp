@@ -127,7 +127,8 @@ class LeaseManager {
   // worker id are two owners (docs/lease-core.md, "One worker id, two
   // processes"). 0 for the seed algorithm, which names the worker alone.
   int64_t tenure_incarnation() const;
-  // This process's number (1..2^62), which the core algorithm's leases name.
+  // This process's number (1..2^62), which the core algorithm's leases and
+  // the liveness algorithm's claims (worker_claimant) name.
   // Drawn from the RandomSource at start() unless given before it: a real
   // process whose jitter is seeded for a reproducible run gives one from the
   // operating system, so that two processes given one seed still differ.

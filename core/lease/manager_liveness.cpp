@@ -77,7 +77,8 @@ void LeaseManager::join(Clock now, Actions& out) {
   own_.claim_expires_ms = now.wall.ms() + config_.lease_duration.ms();
   own_.claim_sent = now.monotonic;
   own_.token = send(out, RequestKind::liveness, "", 0,
-                    liveness_claim_request(config_, worker_id_, now.wall.ms(), own_.seen), now.monotonic);
+                    liveness_claim_request(config_, worker_id_, now.wall.ms(), own_.seen, process_incarnation_),
+                    now.monotonic);
   Pending& pending = pending_.at(own_.token);
   pending.liveness_op = kClaim;
   pending.incarnation = own_.claim_incarnation;
@@ -223,7 +224,10 @@ void LeaseManager::own_item_seen(const std::optional<LivenessView>& view, Clock 
     own_.next_renew = now.monotonic;  // it did not apply: renew again
     return;
   }
-  if (view && view->live && view->incarnation == own_.claim_incarnation &&
+  // Ours only if this process wrote it: another process with this worker id
+  // claims the same incarnation number, and its stamp may equal ours to the
+  // millisecond (lease-swarm seed 700493 with twins: both acted for 46 s).
+  if (view && view->live && view->incarnation == own_.claim_incarnation && view->claimant == process_incarnation_ &&
       view->expires_at_ms == own_.claim_expires_ms) {
     out.push_back(Mark{"lease.liveness_claim_was_ours"});  // applied; only its reply was lost
     joined(own_.claim_incarnation, own_.claim_sent, now, out);

@@ -382,15 +382,17 @@ dynamo::Request liveness_read_request(const LeaseConfig& config, std::string_vie
 }
 
 dynamo::Request liveness_claim_request(const LeaseConfig& config, std::string_view worker, int64_t now_wall_ms,
-                                       const std::optional<LivenessView>& seen) {
+                                       const std::optional<LivenessView>& seen, int64_t claimant) {
   dynamo::UpdateItemRequest request = liveness_update(config, worker);
   auto& values = request.write.expression_attribute_values;
   values[":inc"] = N(seen ? seen->incarnation + 1 : 1);
   values[":live"] = S(kLive);
   values[":exp"] = N(now_wall_ms + config.lease_duration.ms());
   values[":one"] = N(1);
+  values[":claimant"] = N(claimant);
   request.update_expression =
-      "SET worker_incarnation = :inc, worker_state = :live, worker_expires_at_ms = :exp ADD worker_counter :one";
+      "SET worker_incarnation = :inc, worker_state = :live, worker_expires_at_ms = :exp, worker_claimant = :claimant "
+      "ADD worker_counter :one";
   if (!seen) {
     request.write.condition_expression = "attribute_not_exists(pk)";
   } else if (!seen->live) {
@@ -461,6 +463,8 @@ std::optional<LivenessView> parse_liveness(const Item& item) {
       view.expires_at_ms = parse_integer<int64_t>(value.text()).value_or(0);
     } else if (number && n == "worker_counter") {
       view.counter = parse_integer<int64_t>(value.text()).value_or(0);
+    } else if (number && n == "worker_claimant") {
+      view.claimant = parse_integer<int64_t>(value.text()).value_or(0);
     }
   }
   if (!keyed) return std::nullopt;

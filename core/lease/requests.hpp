@@ -109,6 +109,7 @@ struct LivenessView {
   bool live = false;  // worker_state LIVE (otherwise FENCED)
   int64_t expires_at_ms = 0;
   int64_t counter = 0;
+  int64_t claimant = 0;  // the process that claimed the incarnation (its process_incarnation)
 };
 std::optional<LivenessView> parse_liveness(const dynamo::Item& item);
 
@@ -116,9 +117,12 @@ dynamo::Request liveness_read_request(const LeaseConfig& config, std::string_vie
 // A worker starts a new incarnation of its item (seen's + 1, or 1): where
 // there is none (`seen` empty), over a fenced one, or over a live one whose
 // expiry the claimer observed (wall: its stamp is older than now - margin;
-// counter: its counter is still seen's).
+// counter: its counter is still seen's). `claimant`, the claiming process's
+// number, is written beside it (worker_claimant): a read after a lost reply
+// knows the claim as its own by that alone, never by a stamp another process
+// with this id could have written too.
 dynamo::Request liveness_claim_request(const LeaseConfig& config, std::string_view worker, int64_t now_wall_ms,
-                                       const std::optional<LivenessView>& seen);
+                                       const std::optional<LivenessView>& seen, int64_t claimant = 0);
 // Every heartbeat: conditional on the worker's incarnation (wall mode: and
 // on the stamp moving forward).
 dynamo::Request liveness_renew_request(const LeaseConfig& config, std::string_view worker, int64_t incarnation,

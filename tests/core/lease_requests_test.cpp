@@ -155,6 +155,20 @@ TEST_F(LeaseRequests, AnAcquireRetriedByItsOwnerSucceeds) {
   EXPECT_EQ(view().epoch, 2);
 }
 
+// A claim names the process that made it: a read after a lost reply tells
+// it from another process's claim of the same incarnation, stamps aside.
+TEST_F(LeaseRequests, ALivenessClaimNamesItsProcess) {
+  ASSERT_TRUE(ok(liveness_claim_request(config_, "a", kNowMs, std::nullopt, 7)));
+  const auto read = store_.apply(liveness_read_request(config_, "a"), at(0));
+  ASSERT_TRUE(read.ok());
+  const auto* get = std::get_if<dynamo::GetItemResponse>(&read.value());
+  ASSERT_TRUE(get != nullptr && get->item);
+  const std::optional<LivenessView> view = parse_liveness(*get->item);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->incarnation, 1);
+  EXPECT_EQ(view->claimant, 7);
+}
+
 // Two processes with one worker id are two owners: owner_incarnation names
 // the process, and only that process's retry takes its own live lease.
 TEST_F(LeaseRequests, AnotherProcessWithTheSameWorkerIdWaitsForTheExpiry) {
