@@ -266,7 +266,7 @@ if [[ -x scripts/dynalite.sh ]]; then
   # check; a data race fails it (halt_on_error).
   phase "tsan: the runtime's threaded suites"
   echo "== build tsan: the runtime's threaded suites"
-  scripts/build.sh tsan --target leaseproof_tsan_tests
+  scripts/build.sh tsan --target leaseproof_tsan_tests leaseproof-runtime
   # The detector is on: a race on purpose must be reported.
   echo "== tsan: the canary's race must be reported"
   if ! TSAN_OPTIONS="halt_on_error=1" build/tsan/tests/runtime/tsan_canary >"$log" 2>&1 &&
@@ -289,6 +289,23 @@ if [[ -x scripts/dynalite.sh ]]; then
       failed=$((failed + 1))
     fi
   done
+  # The threaded hub itself under ThreadSanitizer, driven as in production:
+  # several publishers per channel on different shards, subscribers hanging
+  # up and resuming (tests/real/hub_publish_stress.py, 3 runs each with
+  # --threads 2 and 4). A race report stops the hub (halt_on_error), which
+  # fails the run, and leaves its report in build/tsan/hub-race.*.
+  echo "== tsan: the threaded hub under the publish stress"
+  rm -f build/tsan/hub-race.*
+  if TSAN_OPTIONS="halt_on_error=1 log_path=$PWD/build/tsan/hub-race" /usr/bin/python3 tests/real/hub_publish_stress.py \
+       --threads 2,4 --runs 3 build/tsan/cli/leaseproof-runtime >"$log" 2>&1 && ! compgen -G "build/tsan/hub-race.*" >/dev/null; then
+    tail -n 1 "$log"
+    passed=$((passed + 1))
+  else
+    tail -n 20 "$log" >&2
+    cat build/tsan/hub-race.* >&2 2>/dev/null || true
+    echo "test.sh: the threaded hub failed the publish stress under ThreadSanitizer" >&2
+    failed=$((failed + 1))
+  fi
   scripts/dynalite.sh stop >/dev/null
 
   # Real workers against a dynalite of their own (scripts/real_lab.py, about
