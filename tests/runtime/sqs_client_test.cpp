@@ -294,30 +294,30 @@ TEST(SqsClientTransport, AnAnswerThatIsNotSqssIsAnErrorValue) {
 // plaintext request, or sends a TLS alert first. The transport error names
 // the endpoint and https://; a server that died mid-answer gets no such hint.
 TEST(SqsClientTransport, APlaintextRequestToATlsPortNamesTheEndpointAndHttps) {
-  const std::string tls_alert("\x15\x03\x03\x00\x02\x02\x32", 7);
-  for (const std::string& answer : {std::string{}, tls_alert}) {
+  // One GetQueueUrl against a server that answers `answer` and closes: its
+  // error, and the server's endpoint.
+  const auto failure_for = [](const std::string& answer) {
     CannedServer server(answer);
     SqsClientOptions options;
     options.endpoint_url = server.endpoint();
     options.request_timeout = Duration::from_s(3);
     BlockingSqsClient client(options);
     const SqsResult<std::string> result = client.get_queue_url("any.fifo");
-    ASSERT_FALSE(result.ok());
-    const std::string text = result.error().describe();
-    EXPECT_EQ(result.error().kind, SqsErrorKind::transport) << text;
-    EXPECT_EQ(result.error().transport_kind, TransportErrorKind::connection_lost) << text;
-    EXPECT_NE(text.find(server.endpoint()), std::string::npos) << text;
+    EXPECT_FALSE(result.ok());
+    return std::pair{result.ok() ? SqsError{} : result.error(), server.endpoint()};
+  };
+  const std::string tls_alert("\x15\x03\x03\x00\x02\x02\x32", 7);
+  for (const std::string& answer : {std::string{}, tls_alert}) {
+    const auto [error, endpoint] = failure_for(answer);
+    const std::string text = error.describe();
+    EXPECT_EQ(error.kind, SqsErrorKind::transport) << text;
+    EXPECT_EQ(error.transport_kind, TransportErrorKind::connection_lost) << text;
+    EXPECT_NE(text.find(endpoint), std::string::npos) << text;
     EXPECT_NE(text.find("if that port speaks TLS, use https://"), std::string::npos) << text;
   }
-  CannedServer server("HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n{\"QueueUrl\":");
-  SqsClientOptions options;
-  options.endpoint_url = server.endpoint();
-  options.request_timeout = Duration::from_s(3);
-  BlockingSqsClient client(options);
-  const SqsResult<std::string> result = client.get_queue_url("any.fifo");
-  ASSERT_FALSE(result.ok());
-  const std::string text = result.error().describe();
-  EXPECT_EQ(result.error().transport_kind, TransportErrorKind::connection_lost) << text;
+  const auto [error, endpoint] = failure_for("HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n{\"QueueUrl\":");
+  const std::string text = error.describe();
+  EXPECT_EQ(error.transport_kind, TransportErrorKind::connection_lost) << text;
   EXPECT_EQ(text.find("https://"), std::string::npos) << text;
   EXPECT_EQ(text.find("TLS"), std::string::npos) << text;
 }
