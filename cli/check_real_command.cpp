@@ -126,6 +126,7 @@ int check_real_command(const CheckRealArgs& args) {
   // Gaps a live watcher saw through (the workers' lease.watch lines) are
   // judged by the watcher's path, the others by the sweep's, as in the simulator.
   checkers.set_watcher_bounds(scenarios::lease_watcher_bounds(options));
+  checkers.set_capacity(config->capacity);
   const Instant end = properties::replay_real_records(inputs.records, inputs.sessions, nodes,
                                                       [&checkers](const sim::TraceEvent& e) { checkers.observe(e); });
   checkers.finish(end);

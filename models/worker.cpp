@@ -82,10 +82,10 @@ void WorkerProcess::apply(lease::Actions& actions) {
       }
     } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
       if (!environment_.notify_releases) continue;
-      // Group by connection (FIFO order per connection only); deduplicate a
-      // retried send of the same release.
+      // Group by connection (FIFO order per connection only); the core's
+      // deduplication id names this release, so only a resend is dropped.
       sqs_send(context, environment_.sqs, environment_.release_queue, notify->connection,
-               fmt::format("{}@{}", notify->connection, process_id_), notify->connection, environment_.sqs_timeout,
+               notify->deduplication_id, notify->connection, environment_.sqs_timeout,
                [](const SqsSendReply*) {});
     } else if (std::holds_alternative<lease::DrainComplete>(action)) {
       exit_when_sqs_idle();

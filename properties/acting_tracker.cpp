@@ -1,5 +1,6 @@
 #include "properties/lease_checkers.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
@@ -84,8 +85,58 @@ void ActingTracker::apply(const sim::TraceEvent& event) {
     case EventKind::exit:
     case EventKind::pause:
     case EventKind::resume: apply_lifecycle(event); break;
-    default: break;  // messages, timers, faults: only the readings above
+    case EventKind::sigterm:
+      if (draining_.size() <= event.node.value) draining_.resize(event.node.value + 1);
+      draining_[event.node.value] = true;
+      break;
+    default: return;  // messages, timers, faults: only the readings above
   }
+  if (capacity_ > 0) update_room(event.node, event.true_time);
+}
+
+bool ActingTracker::has_room(NodeId node) const {
+  const NodeView& view = node_view(node);
+  if (view.state != NodeState::running) return false;
+  if (node.value < draining_.size() && draining_[node.value]) return false;
+  const auto sessions = connections_of_.find(WorkerIdentity{node, view.incarnation});
+  return sessions == connections_of_.end() || sessions->second.size() < capacity_;
+}
+
+void ActingTracker::update_room(NodeId node, Instant at) {
+  if (rooms_.size() <= node.value) rooms_.resize(node.value + 1);
+  RoomLog& log = rooms_[node.value];
+  if (!log.worker) return;
+  const bool room = has_room(node);
+  if (!room && !log.full_since) {
+    log.full_since = at;
+  } else if (room && log.full_since) {
+    if (*log.full_since < at) log.full.emplace_back(*log.full_since, at);
+    log.full_since.reset();
+  }
+}
+
+bool ActingTracker::had_room_throughout(NodeId node, Instant from, Instant to) const {
+  if (capacity_ == 0) return true;
+  if (!node.valid() || rooms_.size() <= node.value) return false;
+  const RoomLog& log = rooms_[node.value];
+  if (!log.worker || log.worker_since > from) return false;
+  if (log.full_since && *log.full_since < to) return false;
+  // The first interval that ends after `from` is the only one that may
+  // overlap [from, to) without an earlier one doing so (they are disjoint
+  // and ascending).
+  const auto later = std::upper_bound(log.full.begin(), log.full.end(), from,
+                                      [](Instant t, const std::pair<Instant, Instant>& interval) {
+                                        return t < interval.second;
+                                      });
+  return later == log.full.end() || later->first >= to;
+}
+
+std::vector<NodeId> ActingTracker::workers() const {
+  std::vector<NodeId> out;
+  for (uint32_t i = 0; i < rooms_.size(); ++i) {
+    if (rooms_[i].worker) out.push_back(NodeId{i});
+  }
+  return out;
 }
 
 void ActingTracker::apply_lifecycle(const sim::TraceEvent& event) {
@@ -98,6 +149,7 @@ void ActingTracker::apply_lifecycle(const sim::TraceEvent& event) {
       end_sessions(worker, GapCause::crash, event.true_time);
       view.incarnation = event.id;
       view.state = NodeState::running;
+      if (event.node.value < draining_.size()) draining_[event.node.value] = false;
       break;
     case EventKind::crash:
       end_sessions(worker, GapCause::crash, event.true_time);
@@ -126,6 +178,14 @@ void ActingTracker::apply_lifecycle(const sim::TraceEvent& event) {
 
 void ActingTracker::apply_note(const sim::TraceEvent& event) {
   const WorkerIdentity worker = identity_of(event.node);
+  if (capacity_ > 0 && event.label == "lease.request") {
+    if (rooms_.size() <= event.node.value) rooms_.resize(event.node.value + 1);
+    RoomLog& log = rooms_[event.node.value];
+    if (!log.worker) {
+      log.worker = true;
+      log.worker_since = event.true_time;
+    }
+  }
   if (event.label == "lease.open") {
     on_open(worker, event.detail, event.true_time);
   } else if (event.label == "lease.close") {

@@ -110,7 +110,28 @@ class ActingTracker {
   WorkerIdentity identity_of(NodeId node) const { return WorkerIdentity{node, node_view(node).incarnation}; }
   uint64_t acting_intervals() const { return acting_intervals_; }
 
+  // Room to take one more lease (off until set_capacity): a worker node has
+  // room while it runs (neither paused nor down), has not been sent SIGTERM
+  // since it started, and its process acts in fewer than `capacity`
+  // sessions. The worker nodes are those that noted a lease.request. Sessions
+  // count acting only, so a worker that holds a lease it does not act on is
+  // taken to have room: the stricter reading for the recovery bounds.
+  void set_capacity(uint32_t capacity) { capacity_ = capacity; }
+  uint32_t capacity() const { return capacity_; }
+  // Whether `node` was a worker with room at every instant of [from, to).
+  bool had_room_throughout(NodeId node, Instant from, Instant to) const;
+  // The worker nodes, ascending.
+  std::vector<NodeId> workers() const;
+
  private:
+  // When a worker node had no room: closed intervals [start, end), ascending,
+  // and the one still open.
+  struct RoomLog {
+    bool worker = false;
+    Instant worker_since;
+    std::optional<Instant> full_since;
+    std::vector<std::pair<Instant, Instant>> full;
+  };
   struct ConnectionState {
     std::map<WorkerIdentity, Session> sessions;
     std::optional<Stop> last_stop;
@@ -130,9 +151,14 @@ class ActingTracker {
   void end_sessions(WorkerIdentity worker, GapCause cause, Instant at);
   // Marks the worker's connections touched; on a pause, records the stop.
   void touch_sessions(WorkerIdentity worker, std::optional<GapCause> stop_cause, Instant at);
+  bool has_room(NodeId node) const;
+  void update_room(NodeId node, Instant at);
 
   NodeNamer names_;
   std::vector<NodeView> nodes_;
+  uint32_t capacity_ = 0;
+  std::vector<RoomLog> rooms_;     // by node, while capacity_ is set
+  std::vector<bool> draining_;     // by node: SIGTERM since its (re)start
   std::map<std::string, ConnectionState, LexLess> connections_;
   std::map<WorkerIdentity, std::set<std::string>> connections_of_;
   std::set<std::string> touched_;
@@ -330,6 +356,14 @@ struct OwnerlessGap {
   // path otherwise (RecoveryChecker::set_watcher_bounds).
   enum class Path : uint8_t { sweep, watcher };
   Path path = Path::sweep;
+  // The watcher's path: the workers armed throughout (or that took it over).
+  std::vector<NodeId> watchers;
+  // With a capacity (ActingTracker::set_capacity): whether a worker that
+  // could take it had room throughout the gap. For the watcher's path one of
+  // `watchers`; for a graceful release (the notice's bound) any worker but
+  // the releaser's node. Without, the sweep's bound judges it: it waits for
+  // a worker with room (a restart, a new worker, a release elsewhere).
+  bool taker_had_room = true;
   // Requests about this connection (any worker's) that timed out during the
   // gap. The watcher's bound counts two; a gap with more is judged by the
   // sweep's bound instead (RecoveryChecker::kWatcherTimeoutsAssumed).
@@ -394,6 +428,11 @@ class RecoveryChecker {
   // worker watched (lease.watch notes) is judged by `bounds`' entry for its
   // cause when there is one, by the constructor's (the sweep's path) else.
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { watcher_bounds_ = std::move(bounds); }
+  // Every worker takes at most `capacity` leases: a watcher, or for a
+  // graceful release any other worker, that had no room throughout a gap
+  // could not end it, and the sweep's bound judges it
+  // (OwnerlessGap::taker_had_room). Call before the first event.
+  void set_capacity(uint32_t capacity) { tracker_->set_capacity(capacity); }
   // The watcher's bound counts kWatcherTimeoutsAssumed timed-out requests.
   // A watched gap during which more requests about its connection
   // (lease.request notes, any worker's: the watchers' reads, the winning
@@ -409,8 +448,11 @@ class RecoveryChecker {
   // was armed throughout).
   bool judged_by_watcher(const OwnerlessGap& gap) const {
     return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts <= kWatcherTimeoutsAssumed &&
-           watcher_bounds_.contains(gap.cause);
+           gap.taker_had_room && watcher_bounds_.contains(gap.cause);
   }
+  // Gaps judged (not excused) by the sweep's bound because no worker that
+  // could take them had room throughout (OwnerlessGap::taker_had_room).
+  uint64_t gaps_without_room() const { return gaps_without_room_; }
   // A watched gap the sweep's bound judges instead: more timeouts than assumed.
   bool past_watcher_timeouts(const OwnerlessGap& gap) const {
     return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts > kWatcherTimeoutsAssumed &&
@@ -448,6 +490,7 @@ class RecoveryChecker {
     std::set<NodeId> armed;                // workers watching it (lease.watch)
     std::set<NodeId> gap_watchers;         // of those, armed since the open gap began
     std::optional<Instant> watcher_left;   // when the last of gap_watchers disarmed
+    std::vector<NodeId> left_at;           // the gap watchers that disarmed at watcher_left
     std::vector<uint64_t> watched_requests;  // keys of watched_requests_ for the open gap
   };
   struct OpenWindow {
@@ -479,6 +522,7 @@ class RecoveryChecker {
   void close_window(WindowKey key, Instant at, std::string label);
   const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
   void judge(OwnerlessGap& gap, Instant end);
+  bool taker_had_room(const OwnerlessGap& gap, Instant end) const;
   std::string describe(const OwnerlessGap& gap, Instant until) const;
   std::string name(NodeId node) const;
   void violation(std::string text);
@@ -491,6 +535,7 @@ class RecoveryChecker {
   std::unordered_map<uint64_t, ConnectionView*> watched_requests_;  // map nodes stay put
   uint64_t open_gaps_ = 0;  // connections with an open gap
   uint64_t gaps_past_watcher_timeouts_ = 0;
+  uint64_t gaps_without_room_ = 0;
   uint64_t connections_owned_ = 0;
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
   ActingTracker* tracker_;
@@ -529,6 +574,7 @@ class LeaseCheckers {
   void ignore_fault_site(std::string site) { recovery_.ignore_fault_site(std::move(site)); }
   void set_stop_bound(Duration bound) { recovery_.set_stop_bound(bound); }
   void set_watcher_bounds(std::map<GapCause, RecoveryBound> bounds) { recovery_.set_watcher_bounds(std::move(bounds)); }
+  void set_capacity(uint32_t capacity) { recovery_.set_capacity(capacity); }
   // Judges acquire storms too (AcquireRateChecker), for leases of this length.
   void judge_acquire_rate(Duration lease_duration) { acquire_rate_.emplace(names_, lease_duration); }
   // Judges request storms of every kind too (RequestRateChecker).

@@ -38,6 +38,9 @@ bool judgeable(GapCause cause) { return cause != GapCause::initial && cause != G
 }  // namespace
 
 std::string_view RecoveryChecker::path_name(const OwnerlessGap& gap) const {
+  if (gap.cause == GapCause::graceful && !gap.taker_had_room && bounds_.contains(GapCause::crash)) {
+    return "sweep's";
+  }
   if (!watcher_bounds_.contains(gap.cause)) return {};  // one bound for the cause
   return judged_by_watcher(gap) ? "watcher's" : "sweep's";
 }
@@ -133,7 +136,10 @@ void RecoveryChecker::on_watch(const sim::TraceEvent& event) {
 
 void RecoveryChecker::disarm(ConnectionView& view, NodeId node, Instant at) {
   view.armed.erase(node);
-  if (view.gap_watchers.erase(node) > 0 && view.gap_watchers.empty()) view.watcher_left = at;
+  if (view.gap_watchers.erase(node) == 0) return;
+  if (view.watcher_left != at) view.left_at.clear();
+  view.left_at.push_back(node);
+  if (view.gap_watchers.empty()) view.watcher_left = at;
 }
 
 void RecoveryChecker::on_control(const sim::TraceEvent& event) {
@@ -212,7 +218,12 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
     if (view.open_gap) {
       view.open_gap->ended = at;
       // A watcher that took the lease over stops watching as it does.
-      if (!view.gap_watchers.empty() || view.watcher_left == at) view.open_gap->path = OwnerlessGap::Path::watcher;
+      if (!view.gap_watchers.empty() || view.watcher_left == at) {
+        OwnerlessGap& gap = *view.open_gap;
+        gap.path = OwnerlessGap::Path::watcher;
+        gap.watchers.assign(view.gap_watchers.begin(), view.gap_watchers.end());
+        if (view.watcher_left == at) gap.watchers.insert(gap.watchers.end(), view.left_at.begin(), view.left_at.end());
+      }
       close_gap(view, true);
     }
     return;
@@ -229,6 +240,7 @@ void RecoveryChecker::settle_connection(const std::string& connection, Instant a
   view.gap_watchers = view.armed;
   if (gap.last_owner) view.gap_watchers.erase(gap.last_owner->node);
   view.watcher_left.reset();
+  view.left_at.clear();
   view.open_gap = std::move(gap);
   ++open_gaps_;
 }
@@ -358,6 +370,11 @@ const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
   if (judged_by_watcher(gap)) {
     if (const auto found = watcher_bounds_.find(gap.cause); found != watcher_bounds_.end()) return &found->second;
   }
+  // A release no worker had room for waits for one, as a crash's leases do
+  // when no watcher takes them: the sweep's bound for a crash judges it.
+  if (gap.cause == GapCause::graceful && !gap.taker_had_room) {
+    if (const auto found = bounds_.find(GapCause::crash); found != bounds_.end()) return &found->second;
+  }
   const auto found = bounds_.find(gap.cause);
   return found == bounds_.end() ? nullptr : &found->second;
 }
@@ -389,8 +406,10 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
             ? fmt::format(" ({} requests about it timed out during the gap, more than the watcher's bound's {})",
                           gap.watcher_timeouts, kWatcherTimeoutsAssumed)
             : std::string();
-    violation(fmt::format("recovery: {}: beyond the {}{}bound {}{}", describe(gap, until), path,
-                          path.empty() ? "" : " ", bound->formula(), fell_back));
+    const std::string no_room =
+        gap.taker_had_room ? std::string() : " (no worker that could take it had room throughout the gap)";
+    violation(fmt::format("recovery: {}: beyond the {}{}bound {}{}{}", describe(gap, until), path,
+                          path.empty() ? "" : " ", bound->formula(), fell_back, no_room));
     return;
   }
   gap.verdict = gap.ended ? OwnerlessGap::Verdict::within : OwnerlessGap::Verdict::not_judged;
@@ -413,10 +432,30 @@ void RecoveryChecker::finish(Instant end) {
   open_windows_.clear();
   for (auto& [connection, view] : connections_) {
     if (!view.open_gap) continue;
-    if (!view.gap_watchers.empty()) view.open_gap->path = OwnerlessGap::Path::watcher;
+    if (!view.gap_watchers.empty()) {
+      view.open_gap->path = OwnerlessGap::Path::watcher;
+      view.open_gap->watchers.assign(view.gap_watchers.begin(), view.gap_watchers.end());
+    }
     close_gap(view, true);
   }
-  for (OwnerlessGap& gap : gaps_) judge(gap, end);
+  for (OwnerlessGap& gap : gaps_) {
+    gap.taker_had_room = taker_had_room(gap, end);
+    judge(gap, end);
+    const bool judged = gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond;
+    if (!gap.taker_had_room && judged) ++gaps_without_room_;
+  }
+}
+
+bool RecoveryChecker::taker_had_room(const OwnerlessGap& gap, Instant end) const {
+  if (tracker_->capacity() == 0) return true;
+  const Instant until = gap.ended.value_or(end);
+  if (until <= gap.began) return true;
+  const auto room = [&](NodeId node) { return tracker_->had_room_throughout(node, gap.began, until); };
+  if (gap.path == OwnerlessGap::Path::watcher) return std::any_of(gap.watchers.begin(), gap.watchers.end(), room);
+  if (gap.cause != GapCause::graceful) return true;  // the sweep's bound already waits for room
+  const NodeId releaser = gap.last_owner ? gap.last_owner->node : kNoNode;
+  const std::vector<NodeId> workers = tracker_->workers();
+  return std::any_of(workers.begin(), workers.end(), [&](NodeId node) { return node != releaser && room(node); });
 }
 
 void RecoveryChecker::check_liveness(Instant healed_at, Duration bound, Instant end) {
@@ -471,6 +510,11 @@ std::string RecoveryChecker::summary() const {
   if (stop_bound_) {
     out += fmt::format("\n  stops: {} judged (a STOPPED connection has no acting owner after {})", stops_judged_,
                        *stop_bound_);
+  }
+  if (gaps_without_room_ > 0) {
+    out += fmt::format(
+        "\n  {} gaps judged by the sweep's bound: no worker that could take them had room throughout (capacity {})",
+        gaps_without_room_, tracker_->capacity());
   }
   if (gaps_past_watcher_timeouts_ > 0) {
     out += fmt::format(

@@ -573,6 +573,7 @@ RunResult run_lease(const LeaseScenarioOptions& options, const RunConfig& config
   properties::LeaseCheckers checkers{
       [&world](NodeId node) { return std::string{world.trace().checker_node_name(node)}; }, bounds};
   checkers.set_watcher_bounds(watcher_bounds(options));
+  checkers.set_capacity(options.lease.capacity);
   checkers.judge_acquire_rate(options.lease.lease_duration);
   // The articles' algorithm retries as its source does; the two cores are judged.
   if (options.lease.algorithm != lease::Algorithm::seed) {

@@ -528,10 +528,19 @@ void LeaseManager::release(std::string_view connection, Held& held, Clock now, A
                             release_request(config_, connection, worker_id_, held.epoch), now.monotonic);
 }
 
+std::string release_notice_id(std::string_view connection, std::string_view worker_id, int64_t process_incarnation,
+                              int64_t epoch) {
+  return fmt::format("{}@{}#{}.{}", connection, worker_id, process_incarnation, epoch);
+}
+
+void LeaseManager::notify_released(const std::string& connection, int64_t epoch, Actions& out) const {
+  out.push_back(NotifyReleased{connection, epoch, release_notice_id(connection, worker_id_, process_incarnation_, epoch)});
+}
+
 void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                                     Actions& out) {
   if (pending.unheld_release) {
-    if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
+    if (reply != nullptr && reply->ok()) notify_released(pending.connection, pending.epoch, out);
     return;  // lost or refused: the next sweep sees it again
   }
   Slot* target = find_slot(pending.connection);
@@ -544,7 +553,7 @@ void LeaseManager::on_release_reply(const Pending& pending, const dynamo::Result
   }
   // Announce only a release that certainly applied: a lease that was not
   // released is left to expire.
-  if (reply != nullptr && reply->ok()) out.push_back(NotifyReleased{pending.connection});
+  if (reply != nullptr && reply->ok()) notify_released(pending.connection, pending.epoch, out);
   drop_held(*target);
   finish_drain(now, out);
 }

@@ -64,9 +64,18 @@ struct CloseSession {
   int64_t epoch = 0;
   CloseReason reason = CloseReason::lost;
 };
+// Tell the other workers that `connection` is free. `deduplication_id`
+// names this one release (the connection, the epoch released, this worker
+// and process): a resend of the same notice is dropped by a FIFO queue, a
+// later release of the same connection never is (its epoch is higher).
 struct NotifyReleased {
   std::string connection;
+  int64_t epoch = 0;
+  std::string deduplication_id;  // release_notice_id(...)
 };
+// "<connection>@<worker>#<process incarnation>.<epoch>": one release.
+std::string release_notice_id(std::string_view connection, std::string_view worker_id, int64_t process_incarnation,
+                              int64_t epoch);
 struct DrainComplete {};
 // A rare path was taken (coverage marks: tests assert they were hit).
 struct Mark {
@@ -319,6 +328,7 @@ class LeaseManager {
   void on_release_reply(const Pending& pending, const dynamo::Result<dynamo::Response>* reply, Clock now,
                         Actions& out);
   void release(std::string_view connection, Held& held, Clock now, Actions& out);
+  void notify_released(const std::string& connection, int64_t epoch, Actions& out) const;
   void finish_drain(Clock now, Actions& out);
 
   // Taking (manager_acquire.cpp).

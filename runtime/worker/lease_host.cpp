@@ -351,7 +351,7 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
         stop(*close);
       } else if (auto* notify = std::get_if<lease::NotifyReleased>(&action)) {
         event("lease.released", {{"connection", notify->connection}});
-        send_release_notice(notify->connection);
+        send_release_notice(*notify);
       } else if (std::holds_alternative<lease::DrainComplete>(action)) {
         event("worker.drained", {});
         core_drained_ = true;
@@ -440,7 +440,6 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
     sqs.request_timeout = options_.lease.request_timeout;
     sqs.receive_wait_max = options_.release_wait;
     sqs_ = std::make_unique<SqsClient>(io_, std::move(sqs));
-    incarnation_ms_ = wall_now_ns() / 1'000'000;
   }
 
   // The next receive (or, before the queue's URL is known, its look-up).
@@ -559,18 +558,18 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
     });
   }
 
-  // Group = connection (a connection's notices stay in order); the
-  // deduplication id names this release (worker, process, count), so only a
-  // resend of the same notice is dropped, never a later release.
-  void send_release_notice(const std::string& connection) {
+  // Group = connection (a connection's notices stay in order); the core's
+  // deduplication id names this release (connection, epoch, worker, process),
+  // so only a resend of the same notice is dropped, never a later release.
+  void send_release_notice(const lease::NotifyReleased& notice) {
+    const std::string& connection = notice.connection;
     if (!sqs_) return;
     if (release_queue_url_.empty()) {
       ++counters_.release_notice_send_errors;
       event("release.send_error", {{"connection", connection}, {"error", "the release queue's URL is not known yet"}});
       return;
     }
-    std::string deduplication_id =
-        fmt::format("{}@{}#{}.{}", connection, options_.worker_id, incarnation_ms_, ++release_notices_);
+    std::string deduplication_id = notice.deduplication_id;
     if (deduplication_id.size() > kSqsIdCharsMax) deduplication_id = sha256_hex(deduplication_id);
     ++sqs_in_flight_;
     sqs_->send_message(release_queue_url_, SqsSendRequest{connection, deduplication_id, connection},
@@ -657,8 +656,6 @@ class LeaseHostImpl : public std::enable_shared_from_this<LeaseHostImpl> {
   std::unique_ptr<SqsClient> sqs_;
   std::string release_queue_url_;  // empty until GetQueueUrl answered
   asio::steady_timer release_timer_{io_};
-  int64_t incarnation_ms_ = 0;     // this process's start, in its notices' deduplication ids
-  uint64_t release_notices_ = 0;   // sent or attempted by this process
   uint64_t sqs_in_flight_ = 0;     // SQS calls not answered yet: a drain waits for them
   Instant receive_sent_at_;        // the last ReceiveMessage, on the monotonic clock
   bool core_drained_ = false;      // the core said DrainComplete

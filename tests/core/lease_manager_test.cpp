@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -612,6 +613,21 @@ TEST(LeaseManager, SigtermDrainsReleasesAnnouncesAndANotifiedWorkerTakesOverAtOn
   for (const CloseSession& c : w.closes) EXPECT_EQ(c.reason, CloseReason::drained);
   EXPECT_EQ(world.calls(old_worker, RequestKind::release), 4);
   EXPECT_EQ(w.notified.size(), 4u);
+  // Each notice names its release: the connection, the epoch released and
+  // this process, so a FIFO queue drops only a resend of it, never a later
+  // release of the connection (swarm seed 800292, liveness wall: notices
+  // named by connection and process only were dropped as duplicates of the
+  // same process's release of an earlier epoch).
+  std::set<std::string> ids;
+  for (const NotifyReleased& notice : w.notified) {
+    EXPECT_EQ(notice.epoch, 1) << notice.connection;
+    EXPECT_EQ(notice.deduplication_id,
+              release_notice_id(notice.connection, w.name, w.manager->process_incarnation(), notice.epoch));
+    ids.insert(notice.deduplication_id);
+  }
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_NE(release_notice_id("c1", "w", 7, 1), release_notice_id("c1", "w", 7, 2));
+  EXPECT_NE(release_notice_id("c1", "w", 7, 1), release_notice_id("c1", "w", 8, 1));
   EXPECT_EQ(world.mark_count("lease.drain"), 1);
   for (const std::string& c : world.connections()) {
     const auto taken = next_open(world, c, old_worker, term_at);

@@ -96,7 +96,7 @@ class LeaseWorld {
     std::map<std::string, int> marks;
     std::set<std::string> armed;  // leases it watches (WatchChange)
     std::vector<CloseSession> closes;
-    std::vector<std::string> notified;
+    std::vector<NotifyReleased> notified;
     std::vector<std::pair<Instant, DynamoCall>> sent;  // true send time, call
     // True send time of the latest acquire or renew the store accepted: the
     // worker acts at most until its monotonic clock has run lease - margin
@@ -389,7 +389,7 @@ class LeaseWorld {
         w.closes.push_back(*close);
         session_log_.push_back(SessionEvent{now_, i, close->connection, close->epoch, false, close->reason});
       } else if (auto* notify = std::get_if<NotifyReleased>(&action)) {
-        w.notified.push_back(notify->connection);
+        w.notified.push_back(*notify);
         if (!auto_notify_) continue;
         for (size_t j = 0; j < workers_.size(); ++j) {
           if (j != i) schedule(now_ + Duration::from_ms(20), Event{EventKind::notify, j, 0, notify->connection});

@@ -51,6 +51,7 @@ class TraceBuilder {
   TraceBuilder& pause(NodeId node) { return add(EventKind::pause, node, 0, (60_s).ns()); }
   TraceBuilder& resume(NodeId node) { return add(EventKind::resume, node); }
   TraceBuilder& fault(NodeId node, std::string site) { return add(EventKind::fault, node, 0, 0, std::move(site)); }
+  TraceBuilder& add_sigterm(NodeId node) { return add(EventKind::sigterm, node); }
 
   TraceBuilder& open(NodeId worker, const std::string& connection, uint64_t epoch) {
     return note(worker, "lease.open", connection + " " + std::to_string(epoch), static_cast<int64_t>(epoch));
@@ -570,6 +571,87 @@ TEST(RecoveryChecker, AWatcherThatExitedWatchesNothing) {
   EXPECT_TRUE(checker.violations().empty()) << checker.violations()[0];
   ASSERT_EQ(checker.statistics().at(GapCause::crash).judged.count, 1u);
   EXPECT_EQ(checker.statistics().at(GapCause::crash).judged_by_watcher, 0u);
+}
+
+// With a capacity, a watcher judges a gap by its bound only if it had room
+// throughout: w1 (capacity 2) holds c1 and crashes at 10 s; w2 watches c1
+// and takes it over 16 s later (beyond the watcher's 12 s). With w2 acting
+// in one session it had room: a violation of the watcher's bound. With w2
+// full (two sessions) until 25 s, when one of them is released, it could
+// not have taken c1 sooner: the sweep's bound (28.5 s) judges it, within,
+// and the summary counts it. (Swarm seed 700616, liveness counter: the
+// full fleet's watchers held the watcher's path for 40 s.)
+TEST(RecoveryChecker, AWatcherWithoutRoomDoesNotHoldAGapToTheWatchersBound) {
+  auto run = [](bool full) {
+    TraceBuilder trace = workers_started();
+    trace.at(0_s).started("c1").started("c2").started("c3");
+    trace.at(1_s).request(kW1, "acquire", "c1", 0, 1).request(kW2, "acquire", "c2", 0, 2);
+    trace.open(kW1, "c1", 1).open(kW2, "c2", 1);
+    if (full) trace.open(kW2, "c3", 1);
+    trace.at(2_s).note(kW2, "lease.watch", "c1");
+    trace.at(10_s).crash(kW1);
+    if (full) trace.at(25_s).close(kW2, "c3", 1, "released");
+    trace.at(26_s).note(kW2, "lease.unwatch", "c1").open(kW2, "c1", 2);
+    if (full) trace.open(kW2, "c3", 2);  // ends c3's own gap at once
+    RecoveryChecker checker(namer(), bounds());
+    checker.set_watcher_bounds({{GapCause::crash, RecoveryBound{{{"lease", 10_s}, {"margin", 2_s}}}}});
+    checker.set_capacity(2);
+    trace.feed(checker);
+    checker.finish(Instant::zero() + 40_s);
+    return std::make_tuple(checker.violations(), checker.gaps_without_room(), checker.summary());
+  };
+  const auto [room_violations, room_without, room_summary] = run(false);
+  ASSERT_EQ(room_violations.size(), 1u);
+  EXPECT_THAT(room_violations[0], HasSubstr("beyond the watcher's bound lease 10s + margin 2s = 12s"));
+  EXPECT_EQ(room_without, 0u);
+
+  const auto [full_violations, full_without, full_summary] = run(true);
+  EXPECT_TRUE(full_violations.empty()) << full_violations[0];
+  EXPECT_EQ(full_without, 1u);
+  EXPECT_THAT(full_summary, HasSubstr("1 gaps judged by the sweep's bound: no worker that could take them had room "
+                                      "throughout (capacity 2)"));
+}
+
+// A graceful release is judged by the notice's bound when another worker
+// had room throughout the gap, by the sweep's for a crash otherwise: w1
+// releases c1 at 10 s and w3 takes it 5 s later (the notice's bound is 2 s).
+// w2 is always full (capacity 1). With w3 free it is a violation; with w3
+// full until 14.5 s, or draining (SIGTERM) for the whole gap, no worker had
+// room and the 5 s is within the sweep's 28.5 s. (Swarm seed 701313,
+// liveness wall: a rolling deploy's drain while the rest of a full fleet
+// held every slot.)
+TEST(RecoveryChecker, AReleaseNoWorkerHadRoomForIsJudgedByTheSweepsBound) {
+  enum class W3 { free, full, draining };
+  auto run = [](W3 w3) {
+    TraceBuilder trace = workers_started();
+    trace.at(0_s).started("c1").started("c2").started("c3");
+    trace.at(1_s).request(kW1, "acquire", "c1", 0, 1).request(kW2, "acquire", "c2", 0, 2);
+    trace.request(kW3, "reconcile", "-", 0, 3).open(kW1, "c1", 1).open(kW2, "c2", 1);
+    if (w3 == W3::full) trace.open(kW3, "c3", 1);
+    if (w3 == W3::draining) trace.at(9_s).add_sigterm(kW3);
+    trace.at(10_s).close(kW1, "c1", 1, "released");
+    if (w3 == W3::full) trace.at(14500_ms).close(kW3, "c3", 1, "released");
+    trace.at(15_s).open(kW3, "c1", 2);
+    RecoveryChecker checker(namer(), bounds());
+    checker.set_capacity(1);
+    trace.feed(checker);
+    checker.finish(Instant::zero() + 40_s);
+    std::vector<std::string> violations;
+    for (const std::string& v : checker.violations()) {
+      if (v.find("connection c1 ") != std::string::npos) violations.push_back(v);
+    }
+    return std::make_pair(violations, checker.gaps_without_room());
+  };
+  const auto [free_violations, free_without] = run(W3::free);
+  ASSERT_EQ(free_violations.size(), 1u);
+  EXPECT_THAT(free_violations[0], AllOf(HasSubstr("connection c1 ownerless for 5s after graceful of w1#1"),
+                                        HasSubstr("beyond the bound notification 1s")));
+  EXPECT_EQ(free_without, 0u);
+  for (const W3 w3 : {W3::full, W3::draining}) {
+    const auto [violations, without] = run(w3);
+    EXPECT_TRUE(violations.empty()) << violations[0];
+    EXPECT_GE(without, 1u);
+  }
 }
 
 // A STOPPED connection must be let go of within the stop bound: w1 closes
