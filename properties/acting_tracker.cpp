@@ -131,6 +131,26 @@ bool ActingTracker::had_room_throughout(NodeId node, Instant from, Instant to) c
   return later == log.full.end() || later->first >= to;
 }
 
+std::optional<Instant> ActingTracker::room_since(NodeId node, Instant from, Instant to) const {
+  if (capacity_ == 0) return from;
+  if (!node.valid() || rooms_.size() <= node.value) return std::nullopt;
+  const RoomLog& log = rooms_[node.value];
+  if (!log.worker || log.worker_since >= to) return std::nullopt;
+  if (log.full_since && *log.full_since < to) return std::nullopt;
+  Instant since = std::max(from, log.worker_since);
+  // The last interval that starts before `to`.
+  const auto after = std::lower_bound(log.full.begin(), log.full.end(), to,
+                                      [](const std::pair<Instant, Instant>& interval, Instant t) {
+                                        return interval.first < t;
+                                      });
+  if (after != log.full.begin()) {
+    const std::pair<Instant, Instant>& last = *std::prev(after);
+    if (last.second >= to) return std::nullopt;
+    since = std::max(since, last.second);
+  }
+  return since;
+}
+
 std::vector<NodeId> ActingTracker::workers() const {
   std::vector<NodeId> out;
   for (uint32_t i = 0; i < rooms_.size(); ++i) {

@@ -120,6 +120,9 @@ class ActingTracker {
   uint32_t capacity() const { return capacity_; }
   // Whether `node` was a worker with room at every instant of [from, to).
   bool had_room_throughout(NodeId node, Instant from, Instant to) const;
+  // The earliest instant t in [from, to) such that `node` was a worker with
+  // room throughout [t, to); nullopt when it had none just before `to`.
+  std::optional<Instant> room_since(NodeId node, Instant from, Instant to) const;
   // The worker nodes, ascending.
   std::vector<NodeId> workers() const;
 
@@ -364,6 +367,14 @@ struct OwnerlessGap {
   // the releaser's node. Without, the sweep's bound judges it: it waits for
   // a worker with room (a restart, a new worker, a release elsewhere).
   bool taker_had_room = true;
+  // With a capacity: whether a worker other than the last owner's node had
+  // room throughout the gap. When none had, the gap waited for one to have
+  // room (a lease let go elsewhere, the owner's node back from its own
+  // fault, a new worker): it is judged from `counted_from`, the earliest
+  // instant from which some worker had room until the gap ended (the
+  // owner's node counts once its own fault windows are over).
+  bool others_had_room = true;
+  std::optional<Instant> counted_from;
   // Requests about this connection (any worker's) that timed out during the
   // gap. The watcher's bound counts two; a gap with more is judged by the
   // sweep's bound instead (RecoveryChecker::kWatcherTimeoutsAssumed).
@@ -453,6 +464,9 @@ class RecoveryChecker {
   // Gaps judged (not excused) by the sweep's bound because no worker that
   // could take them had room throughout (OwnerlessGap::taker_had_room).
   uint64_t gaps_without_room() const { return gaps_without_room_; }
+  // Gaps judged from when a worker had room (OwnerlessGap::counted_from),
+  // and gaps still open at the end with no worker with room (excused).
+  uint64_t gaps_counted_from_room() const { return gaps_counted_from_room_; }
   // A watched gap the sweep's bound judges instead: more timeouts than assumed.
   bool past_watcher_timeouts(const OwnerlessGap& gap) const {
     return gap.path == OwnerlessGap::Path::watcher && gap.watcher_timeouts > kWatcherTimeoutsAssumed &&
@@ -523,6 +537,10 @@ class RecoveryChecker {
   const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
   void judge(OwnerlessGap& gap, Instant end);
   bool taker_had_room(const OwnerlessGap& gap, Instant end) const;
+  // The earliest instant from which some worker had room until the gap's
+  // end (see OwnerlessGap::counted_from); for the owner's node, also after
+  // its own fault windows. nullopt: no worker had room just before the end.
+  std::optional<Instant> room_from(const OwnerlessGap& gap, Instant until) const;
   std::string describe(const OwnerlessGap& gap, Instant until) const;
   std::string name(NodeId node) const;
   void violation(std::string text);
@@ -536,6 +554,7 @@ class RecoveryChecker {
   uint64_t open_gaps_ = 0;  // connections with an open gap
   uint64_t gaps_past_watcher_timeouts_ = 0;
   uint64_t gaps_without_room_ = 0;
+  uint64_t gaps_counted_from_room_ = 0;
   uint64_t connections_owned_ = 0;
   std::unique_ptr<ActingTracker> own_tracker_;  // null when shared
   ActingTracker* tracker_;

@@ -398,7 +398,26 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
     }
     return;
   }
-  if (until - gap.began > limit) {
+  // Waiting for a worker with room: counted from when one had it.
+  if (tracker_->capacity() > 0 && !judged_by_watcher(gap)) {
+    const std::optional<Instant> room = room_from(gap, until);
+    if (!room && !gap.ended) {
+      gap.verdict = OwnerlessGap::Verdict::excused;
+      gap.excuse = "no worker had room at the end";
+      ++excused_count_;
+      ++gaps_counted_from_room_;
+      if (excused_.size() < kExcusedKept) {
+        excused_.push_back(fmt::format("{}: excused by {}", describe(gap, until), gap.excuse));
+      }
+      return;
+    }
+    if (room && *room > gap.began) {
+      gap.counted_from = *room;
+      ++gaps_counted_from_room_;
+    }
+  }
+  const Instant from = gap.counted_from.value_or(gap.began);
+  if (until - from > limit) {
     gap.verdict = OwnerlessGap::Verdict::beyond;
     const std::string_view path = path_name(gap);
     const std::string fell_back =
@@ -406,8 +425,12 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
             ? fmt::format(" ({} requests about it timed out during the gap, more than the watcher's bound's {})",
                           gap.watcher_timeouts, kWatcherTimeoutsAssumed)
             : std::string();
-    const std::string no_room =
+    std::string no_room =
         gap.taker_had_room ? std::string() : " (no worker that could take it had room throughout the gap)";
+    if (gap.counted_from) {
+      no_room += fmt::format(" (counted from {}, when a worker had room from then on: {})", *gap.counted_from,
+                             until - *gap.counted_from);
+    }
     violation(fmt::format("recovery: {}: beyond the {}{}bound {}{}{}", describe(gap, until), path,
                           path.empty() ? "" : " ", bound->formula(), fell_back, no_room));
     return;
@@ -439,6 +462,14 @@ void RecoveryChecker::finish(Instant end) {
     close_gap(view, true);
   }
   for (OwnerlessGap& gap : gaps_) {
+    if (tracker_->capacity() > 0) {
+      const Instant until = gap.ended.value_or(end);
+      const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
+      const std::vector<NodeId> workers = tracker_->workers();
+      gap.others_had_room = until <= gap.began || std::any_of(workers.begin(), workers.end(), [&](NodeId node) {
+                              return node != owner && tracker_->had_room_throughout(node, gap.began, until);
+                            });
+    }
     gap.taker_had_room = taker_had_room(gap, end);
     judge(gap, end);
     const bool judged = gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond;
@@ -452,10 +483,35 @@ bool RecoveryChecker::taker_had_room(const OwnerlessGap& gap, Instant end) const
   if (until <= gap.began) return true;
   const auto room = [&](NodeId node) { return tracker_->had_room_throughout(node, gap.began, until); };
   if (gap.path == OwnerlessGap::Path::watcher) return std::any_of(gap.watchers.begin(), gap.watchers.end(), room);
-  if (gap.cause != GapCause::graceful) return true;  // the sweep's bound already waits for room
-  const NodeId releaser = gap.last_owner ? gap.last_owner->node : kNoNode;
-  const std::vector<NodeId> workers = tracker_->workers();
-  return std::any_of(workers.begin(), workers.end(), [&](NodeId node) { return node != releaser && room(node); });
+  // The sweep's bound waits for a worker with room (see room_from).
+  return gap.cause != GapCause::graceful || gap.others_had_room;
+}
+
+std::optional<Instant> RecoveryChecker::room_from(const OwnerlessGap& gap, Instant until) const {
+  if (until <= gap.began) return gap.began;
+  const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
+  std::optional<Instant> earliest;
+  for (const NodeId node : tracker_->workers()) {
+    std::optional<Instant> since = tracker_->room_since(node, gap.began, until);
+    if (!since) continue;
+    if (node == owner && gap.cause != GapCause::graceful) {
+      // Its own faults (a partition from DynamoDB, say) keep it from
+      // taking the lease back, though it runs with room.
+      for (bool moved = true; moved && since;) {
+        moved = false;
+        for (const FaultWindow& window : windows_) {
+          if (window.node != owner && window.peer != owner) continue;
+          if (window.start >= until || window.end <= *since) continue;
+          since = window.end >= until ? std::nullopt : std::optional<Instant>(window.end);
+          moved = true;
+          if (!since) break;
+        }
+      }
+      if (!since) continue;
+    }
+    if (!earliest || *since < *earliest) earliest = since;
+  }
+  return earliest;
 }
 
 void RecoveryChecker::check_liveness(Instant healed_at, Duration bound, Instant end) {
@@ -515,6 +571,12 @@ std::string RecoveryChecker::summary() const {
     out += fmt::format(
         "\n  {} gaps judged by the sweep's bound: no worker that could take them had room throughout (capacity {})",
         gaps_without_room_, tracker_->capacity());
+  }
+  if (gaps_counted_from_room_ > 0) {
+    out += fmt::format(
+        "\n  {} gaps counted from when a worker had room (none had at their start), or excused for none having "
+        "any at the end",
+        gaps_counted_from_room_);
   }
   if (gaps_past_watcher_timeouts_ > 0) {
     out += fmt::format(

@@ -654,6 +654,47 @@ TEST(RecoveryChecker, AReleaseNoWorkerHadRoomForIsJudgedByTheSweepsBound) {
   }
 }
 
+// When no other worker had room throughout a gap, it waits for one to have
+// room, here the owner's node once its own fault is over: w1 (capacity 1)
+// holds c1, is cut off from DynamoDB from 5 s to 100 s and loses the lease
+// at 10 s; w2 is full throughout. w1 takes c1 back at 105 s: 95 s after the
+// lease was lost (the lost lease's bound is 7 s here), 5 s after its
+// partition ended. With w2 free, that is a violation; with w2 full, it is
+// judged from 100 s, within, and counted. If the partition lasts to the end
+// and c1 stays ownerless, no worker had room at the end: excused. (Swarm
+// seed 88 with 5 workers of capacity 10, both algorithms: the owner's
+// DynamoDB requests refused for 2 min 48 s.)
+TEST(RecoveryChecker, AGapOnlyItsOwnerCouldEndIsCountedFromTheEndOfTheOwnersFault) {
+  auto run = [](bool w2_full, bool healed) {
+    TraceBuilder trace = workers_started();
+    trace.at(0_s).started("c1").started("c2");
+    trace.at(1_s).request(kW1, "acquire", "c1", 0, 1).request(kW2, "reconcile", "-", 0, 2).open(kW1, "c1", 1);
+    if (w2_full) trace.open(kW2, "c2", 1);
+    trace.at(5_s).partition(kW1, kDynamo, true);
+    trace.at(10_s).close(kW1, "c1", 1, "deadline");
+    if (healed) trace.at(100_s).partition(kW1, kDynamo, false).at(105_s).open(kW1, "c1", 2);
+    RecoveryChecker checker(namer(), bounds());
+    checker.set_capacity(1);
+    trace.feed(checker);
+    checker.finish(Instant::zero() + 200_s);
+    return std::make_tuple(checker.violations(), checker.gaps_counted_from_room(), checker.excused_count());
+  };
+  const auto [free_violations, free_counted, free_excused] = run(false, true);
+  ASSERT_EQ(free_violations.size(), 1u);
+  EXPECT_THAT(free_violations[0], HasSubstr("connection c1 ownerless for 1m35s after lease_lost of w1#1"));
+  EXPECT_EQ(free_counted, 0u);
+
+  const auto [full_violations, full_counted, full_excused] = run(true, true);
+  EXPECT_TRUE(full_violations.empty()) << full_violations[0];
+  EXPECT_EQ(full_counted, 1u);
+  EXPECT_EQ(full_excused, 0u);
+
+  const auto [open_violations, open_counted, open_excused] = run(true, false);
+  EXPECT_TRUE(open_violations.empty()) << open_violations[0];
+  EXPECT_EQ(open_excused, 1u);
+  EXPECT_EQ(open_counted, 1u);
+}
+
 // A STOPPED connection must be let go of within the stop bound: w1 closes
 // 15 s after the stop in one run (within 20 s), never in the other (still
 // acting at the next event after the bound, and at the end).
