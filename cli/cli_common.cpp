@@ -228,8 +228,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Scenario parameters from --config FILE, then --params JSON, then the
-// shorthand flags; each later source overrides fields of the earlier.
+// Scenario parameters from --config FILE, then --params JSON (its fields
+// override the file's), then the shorthand flags --algorithm and --expiry,
+// which must agree with a value the others give (a conflict is exit 2).
 nlohmann::json scenario_parameters(const RunArgs& args) {
   nlohmann::json parameters = nlohmann::json::object();
   auto merge = [&](const std::string& text, std::string_view source) {
@@ -245,8 +246,19 @@ nlohmann::json scenario_parameters(const RunArgs& args) {
     merge(text.str(), fmt::format("--config '{}'", args.config_path));
   }
   if (!args.params.empty()) merge(args.params, "--params");
-  if (!args.algorithm.empty()) parameters["algorithm"] = args.algorithm;
-  if (!args.expiry.empty()) parameters["expiry"] = args.expiry;
+  // A flag that says otherwise than --params or --config is a conflict, not
+  // an override nobody sees.
+  auto flag = [&](std::string_view name, const std::string& value) {
+    if (value.empty()) return;
+    const std::string key{name};
+    if (parameters.contains(key) && parameters[key] != value) {
+      throw UsageError{fmt::format("--{}: {} conflicts with \"{}\": {} from --params or --config; give one of them",
+                                   name, value, name, parameters[key].dump())};
+    }
+    parameters[key] = value;
+  };
+  flag("algorithm", args.algorithm);
+  flag("expiry", args.expiry);
   return parameters;
 }
 

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -242,7 +243,20 @@ std::vector<SweepAxis> parse_axes(const nlohmann::json& spec, const SweepSpec& p
     const nlohmann::json& values = entry["values"];
     if (!values.is_array()) fail(fmt::format("{} ({}).values: expected a list", where, axis.name));
     if (values.empty()) fail(fmt::format("{} ({}): no values: the grid would be empty", where, axis.name));
-    for (const nlohmann::json& value : values) axis.values.push_back(value);
+    if (values.size() > kCellsMax) {
+      fail(fmt::format("{} ({}).values: {} values, more than the {} cells a sweep may have", where, axis.name,
+                       values.size(), kCellsMax));
+    }
+    std::map<std::string, size_t> seen;  // a value's JSON text: its first index
+    for (size_t k = 0; k < values.size(); ++k) {
+      // A value given twice would run its cells twice and weigh them double.
+      const auto [first, fresh] = seen.try_emplace(values[k].dump(), k);
+      if (!fresh) {
+        fail(fmt::format("{} ({}).values[{}]: {} is given twice (also values[{}])", where, axis.name, k,
+                         values[k].dump(), first->second));
+      }
+      axis.values.push_back(values[k]);
+    }
     if (!names.insert(axis.name).second) fail(fmt::format("{}.name: the axis '{}' is given twice", where, axis.name));
     check_axis_values(partial, axis, where);
     axes.push_back(std::move(axis));

@@ -135,9 +135,12 @@ std::string LeaseScenarioOptions::validate() const {
       if (fault.at.is_negative() || fault.at >= duration) {
         return fmt::format("{}[{}].at ({}) must be within the run (0s up to {})", name, i, fault.at, duration);
       }
-      // A clock step's length is its size and may be negative.
+      // A clock step's length is its size and may be negative, not zero.
       if (list != &clock_steps && fault.length <= Duration::zero()) {
         return fmt::format("{}[{}].length ({}) must be positive", name, i, fault.length);
+      }
+      if (list == &clock_steps && fault.length == Duration::zero()) {
+        return fmt::format("{}[{}].length must not be 0s (a step of nothing); negative steps the clock back", name, i);
       }
     }
   }
@@ -341,6 +344,14 @@ struct Reader {
       for (const auto& [field, value] : entry.items()) {
         if (field != "worker" && field != "at" && field != "length") {
           error = fmt::format("{}[{}].{}: unknown field; allowed: worker, at, length", key, i, field);
+          return false;
+        }
+      }
+      // Every fault names all three: a missing one is a mistake, never a
+      // default (an empty clock step would be a silent no-op).
+      for (const char* field : {"worker", "at", "length"}) {
+        if (!entry.contains(field)) {
+          error = fmt::format("{}[{}].{}: missing; every entry needs worker, at and length", key, i, field);
           return false;
         }
       }

@@ -35,6 +35,9 @@ case $case_name in
     spec_with "d['axes'][1]['values'] = []"
     expect_usage_error "empty grid" "spec axes[1] (fast_worker_offset): no values: the grid would be empty" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"
+    spec_with "d['axes'][0]['values'] = ['core', 'liveness', 'core']"
+    expect_usage_error "duplicate value" "spec axes[0] (algorithm).values[2]: \"core\" is given twice (also values[0])" \
+      sweep --spec "$dir/bad.json" --out "$dir/reports"
     spec_with "d['axes'][0]['values'] = ['core', 5]"
     expect_usage_error "wrong type" "spec axes[0] (algorithm).values[1]: algorithm: expected \"core\", \"liveness\" or \"seed\", got 5" \
       sweep --spec "$dir/bad.json" --out "$dir/reports"

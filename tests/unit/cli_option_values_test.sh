@@ -37,6 +37,16 @@ check "at most 10000000 messages \\(about 8 GB\\) fit" -- run --seed 1 --scenari
 check "--threads: Value 0 not in range 1 to 64" -- hub --threads 0
 check "--threads: Value 65 not in range 1 to 64" -- hub --threads 65
 check "--threads: more than 1 with --redis is not supported" -- hub --threads 2 --redis 127.0.0.1:6379
+# A shorthand that contradicts --params is a conflict, not a silent override;
+# a fault entry names worker, at and length (an empty clock step was a no-op).
+check '--algorithm: core conflicts with "algorithm": "seed"' -- run --seed 1 --algorithm core --params '{"algorithm":"seed"}'
+check '--expiry: counter conflicts with "expiry": "wall"' -- run --seed 1 --expiry counter --params '{"expiry":"wall"}'
+check 'clock_steps\[0\]\.worker: missing' -- run --seed 1 --params '{"clock_steps":[{}]}'
+check 'clock_steps\[0\]\.length must not be 0s' -- run --seed 1 --params '{"clock_steps":[{"worker":0,"at":"1m","length":"0s"}]}'
+check 'pauses\[0\]\.length: missing' -- run --seed 1 --params '{"pauses":[{"worker":0,"at":"1m"}]}'
+# Agreeing values are fine.
+"$binary" run --seed 1 --duration 1m --algorithm core --params '{"algorithm":"core"}' >/dev/null ||
+  { echo "FAIL agreeing --algorithm and --params" >&2; failures=$((failures + 1)); }
 # Flags take no value and are not caught by the check.
 "$binary" run --seed 1 --duration 2m --inline-checks >/dev/null || { echo "FAIL a run with a flag" >&2; failures=$((failures + 1)); }
 if ((failures > 0)); then
