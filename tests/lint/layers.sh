@@ -39,16 +39,17 @@ layer_names=" ${!allowed[*]} core "
 # The folder an included path names: the deepest layer holding it
 # ("core/lease/manager.hpp" -> core/lease, "models/dynamo/store.hpp" ->
 # models/dynamo), else its top folder.
+# Sets `folder` (no subshell: this runs for every include of every file).
 folder_of() {
   local directory=${1%/*}
   while [[ $directory == */* || -n ${allowed[$directory]+set} ]]; do
     if [[ -n ${allowed[$directory]+set} ]]; then
-      echo "$directory"
+      folder=$directory
       return
     fi
     directory=${directory%/*}
   done
-  echo "${1%%/*}"
+  folder=${1%%/*}
 }
 # allows LAYER FOLDER: whether LAYER may include from FOLDER.
 allows() {
@@ -62,6 +63,7 @@ allows() {
 
 violations=0
 files=0
+include_pattern='^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]*)[">]'
 # A folder of code that no rule names would go unchecked.
 for top in base core sim models properties runtime scenarios reports cli; do
   [[ -d $root/$top ]] || continue
@@ -78,14 +80,15 @@ for layer in "${!allowed[@]}"; do
   while IFS= read -r -d '' file; do
     files=$((files + 1))
     while IFS=: read -r line text; do
-      included=$(sed -E 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]([^">]*)[">].*/\1/' <<<"$text")
+      [[ $text =~ $include_pattern ]] || continue
+      included=${BASH_REMATCH[1]}
       if [[ $included == leaseproof/* ]]; then
         echo "layers: ${file#"$root"/}:$line: include \"${included#leaseproof/}\", not <$included> (in-tree code includes by the path from the repository root)" >&2
         violations=$((violations + 1))
         continue
       fi
       [[ $included == */* ]] || continue  # standard or third-party header
-      folder=$(folder_of "$included")
+      folder_of "$included"
       [[ $layer_names == *" ${folder%%/*} "* ]] || continue  # e.g. <fmt/format.h>
       if ! allows "$layer" "$folder"; then
         echo "layers: ${file#"$root"/}:$line: $layer/ includes \"$included\" ($folder/ is not below $layer/; allowed: ${allowed[$layer]:-nothing})" >&2
