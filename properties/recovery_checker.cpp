@@ -463,7 +463,11 @@ void RecoveryChecker::finish(Instant end) {
   }
   for (OwnerlessGap& gap : gaps_) {
     if (tracker_->capacity() > 0) {
-      const Instant until = gap.ended.value_or(end);
+      // Room is asked for while the bound runs: a worker with room for the
+      // whole of the notice's bound should have taken the lease within it.
+      const auto found = bounds_.find(gap.cause);
+      const Instant until = found == bounds_.end() ? gap.ended.value_or(end)
+                                                   : std::min(gap.ended.value_or(end), gap.began + found->second.total());
       const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
       const std::vector<NodeId> workers = tracker_->workers();
       gap.others_had_room = until <= gap.began || std::any_of(workers.begin(), workers.end(), [&](NodeId node) {
@@ -479,7 +483,12 @@ void RecoveryChecker::finish(Instant end) {
 
 bool RecoveryChecker::taker_had_room(const OwnerlessGap& gap, Instant end) const {
   if (tracker_->capacity() == 0) return true;
-  const Instant until = gap.ended.value_or(end);
+  // While the watcher's bound runs (a watcher with room all that time
+  // should have taken it within it), or the gap if shorter.
+  Instant until = gap.ended.value_or(end);
+  if (const auto bound = watcher_bounds_.find(gap.cause); bound != watcher_bounds_.end()) {
+    until = std::min(until, gap.began + bound->second.total());
+  }
   if (until <= gap.began) return true;
   const auto room = [&](NodeId node) { return tracker_->had_room_throughout(node, gap.began, until); };
   if (gap.path == OwnerlessGap::Path::watcher) return std::any_of(gap.watchers.begin(), gap.watchers.end(), room);
