@@ -537,6 +537,11 @@ class RecoveryChecker {
   const FaultWindow* excusing_window(const OwnerlessGap& gap, Instant until) const;
   void judge(OwnerlessGap& gap, Instant end);
   bool taker_had_room(const OwnerlessGap& gap, Instant end) const;
+  bool others_had_room(const OwnerlessGap& gap, Instant end) const;
+  // The gap's end, or its start plus its cause's bound in `bounds` if sooner.
+  Instant while_bound_runs(const OwnerlessGap& gap, Instant end, const std::map<GapCause, RecoveryBound>& bounds) const;
+  // Marks the gap excused for `why`, counted and listed.
+  void excuse(OwnerlessGap& gap, Instant until, std::string why);
   // The earliest instant from which some worker had room until the gap's
   // end (see OwnerlessGap::counted_from); for the owner's node, also after
   // its own fault windows. nullopt: no worker had room just before the end.

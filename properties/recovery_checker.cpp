@@ -379,6 +379,20 @@ const RecoveryBound* RecoveryChecker::bound_for(const OwnerlessGap& gap) const {
   return found == bounds_.end() ? nullptr : &found->second;
 }
 
+void RecoveryChecker::excuse(OwnerlessGap& gap, Instant until, std::string why) {
+  gap.verdict = OwnerlessGap::Verdict::excused;
+  gap.excuse = std::move(why);
+  ++excused_count_;
+  if (excused_.size() < kExcusedKept) excused_.push_back(fmt::format("{}: excused by {}", describe(gap, until), gap.excuse));
+}
+
+Instant RecoveryChecker::while_bound_runs(const OwnerlessGap& gap, Instant end,
+                                          const std::map<GapCause, RecoveryBound>& bounds) const {
+  const Instant until = gap.ended.value_or(end);
+  const auto found = bounds.find(gap.cause);
+  return found == bounds.end() ? until : std::min(until, gap.began + found->second.total());
+}
+
 void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   const Instant until = gap.ended.value_or(end);
   if (past_watcher_timeouts(gap)) ++gaps_past_watcher_timeouts_;
@@ -389,26 +403,16 @@ void RecoveryChecker::judge(OwnerlessGap& gap, Instant end) {
   }
   const Duration limit = bound->total();
   if (const FaultWindow* window = excusing_window(gap, until); window != nullptr) {
-    gap.verdict = OwnerlessGap::Verdict::excused;
     const std::string window_end = window->end == Instant::max() ? "the end" : fmt::format("{}", window->end);
-    gap.excuse = fmt::format("{} from {} to {}", window->label, window->start, window_end);
-    ++excused_count_;
-    if (excused_.size() < kExcusedKept) {
-      excused_.push_back(fmt::format("{}: excused by {}", describe(gap, until), gap.excuse));
-    }
+    excuse(gap, until, fmt::format("{} from {} to {}", window->label, window->start, window_end));
     return;
   }
   // Waiting for a worker with room: counted from when one had it.
   if (tracker_->capacity() > 0 && !judged_by_watcher(gap)) {
     const std::optional<Instant> room = room_from(gap, until);
     if (!room && !gap.ended) {
-      gap.verdict = OwnerlessGap::Verdict::excused;
-      gap.excuse = "no worker had room at the end";
-      ++excused_count_;
+      excuse(gap, until, "no worker had room at the end");
       ++gaps_counted_from_room_;
-      if (excused_.size() < kExcusedKept) {
-        excused_.push_back(fmt::format("{}: excused by {}", describe(gap, until), gap.excuse));
-      }
       return;
     }
     if (room && *room > gap.began) {
@@ -462,18 +466,7 @@ void RecoveryChecker::finish(Instant end) {
     close_gap(view, true);
   }
   for (OwnerlessGap& gap : gaps_) {
-    if (tracker_->capacity() > 0) {
-      // Room is asked for while the bound runs: a worker with room for the
-      // whole of the notice's bound should have taken the lease within it.
-      const auto found = bounds_.find(gap.cause);
-      const Instant until = found == bounds_.end() ? gap.ended.value_or(end)
-                                                   : std::min(gap.ended.value_or(end), gap.began + found->second.total());
-      const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
-      const std::vector<NodeId> workers = tracker_->workers();
-      gap.others_had_room = until <= gap.began || std::any_of(workers.begin(), workers.end(), [&](NodeId node) {
-                              return node != owner && tracker_->had_room_throughout(node, gap.began, until);
-                            });
-    }
+    gap.others_had_room = others_had_room(gap, end);
     gap.taker_had_room = taker_had_room(gap, end);
     judge(gap, end);
     const bool judged = gap.verdict == OwnerlessGap::Verdict::within || gap.verdict == OwnerlessGap::Verdict::beyond;
@@ -481,14 +474,22 @@ void RecoveryChecker::finish(Instant end) {
   }
 }
 
+// Room is asked for while the bound runs (or the gap, if shorter): a worker
+// with room for the whole of a bound should have taken the lease within it.
+bool RecoveryChecker::others_had_room(const OwnerlessGap& gap, Instant end) const {
+  if (tracker_->capacity() == 0) return true;
+  const Instant until = while_bound_runs(gap, end, bounds_);
+  if (until <= gap.began) return true;
+  const NodeId owner = gap.last_owner ? gap.last_owner->node : kNoNode;
+  const std::vector<NodeId> workers = tracker_->workers();
+  return std::any_of(workers.begin(), workers.end(), [&](NodeId node) {
+    return node != owner && tracker_->had_room_throughout(node, gap.began, until);
+  });
+}
+
 bool RecoveryChecker::taker_had_room(const OwnerlessGap& gap, Instant end) const {
   if (tracker_->capacity() == 0) return true;
-  // While the watcher's bound runs (a watcher with room all that time
-  // should have taken it within it), or the gap if shorter.
-  Instant until = gap.ended.value_or(end);
-  if (const auto bound = watcher_bounds_.find(gap.cause); bound != watcher_bounds_.end()) {
-    until = std::min(until, gap.began + bound->second.total());
-  }
+  const Instant until = while_bound_runs(gap, end, watcher_bounds_);
   if (until <= gap.began) return true;
   const auto room = [&](NodeId node) { return tracker_->had_room_throughout(node, gap.began, until); };
   if (gap.path == OwnerlessGap::Path::watcher) return std::any_of(gap.watchers.begin(), gap.watchers.end(), room);
